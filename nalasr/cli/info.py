@@ -1,0 +1,36 @@
+"""``nalasr models``: variants, parameter counts and shipped weights."""
+
+from __future__ import annotations
+
+import json
+
+import typer
+from rich.table import Table
+
+from ..model import SCALES, VARIANTS, count_params, create_model
+from ..weights import read_header, shipped_dir, shipped_name
+from .app import app, out
+
+
+@app.command("models")
+def models(as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table.")) -> None:
+    """List model variants, parameter counts per scale, and which shipped weights exist."""
+    rows = []
+    for variant in VARIANTS:
+        for scale in SCALES:
+            path = shipped_dir() / shipped_name(variant, scale)
+            card = read_header(path)[1] if path.is_file() else None
+            rows.append({
+                "variant": variant, "scale": scale, "params": count_params(create_model(variant, scale)),
+                "weights": str(path) if card is not None else None,
+                "iterations": (card or {}).get("iterations"),
+            })
+    if as_json:
+        out.print_json(json.dumps(rows))
+        return
+    table = Table(title="NaLaSR variants")
+    for col in ("variant", "scale", "params", "shipped weights", "iterations"):
+        table.add_column(col)
+    for r in rows:
+        table.add_row(r["variant"], f"x{r['scale']}", f"{r['params']:,}", r["weights"] or "-", str(r["iterations"] or "-"))
+    out.print(table)

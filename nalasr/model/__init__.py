@@ -1,0 +1,19 @@
+"""The NaLaSR network and its typed metadata."""
+
+from .nalasr import (
+    DEFAULT_VARIANT,
+    SCALES,
+    VARIANTS,
+    NaLaSR,
+    NaLaSRConfig,
+    Trunk,
+    Upsampler,
+    config_for,
+    count_params,
+    create_model,
+    variant_of,
+)
+from .spec import ModelSpec, spec_of
+
+__all__ = ["DEFAULT_VARIANT", "SCALES", "VARIANTS", "ModelSpec", "NaLaSR", "NaLaSRConfig", "Trunk", "Upsampler",
+           "config_for", "count_params", "create_model", "spec_of", "variant_of"]

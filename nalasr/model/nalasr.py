@@ -1,0 +1,226 @@
+"""NaLaSR: a lightweight super-resolution network whose global token mixer is NaLa attention.
+
+Reads top to bottom: config, blocks, trunk, upsampler, model, variants, factory (DESIGN.md §3).
+Inside the trunk features are kept token-major, (B, H, W, C): Linear layers act on the last axis and a
+permute to (B, C, H, W) is a free channels-last view for the depthwise convolutions.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from ..ops import Backend, NalaParams, nala_attention
+
+SCALES = (2, 3, 4)
+
+
+@dataclass(frozen=True)
+class NaLaSRConfig:
+    """Everything needed to rebuild a NaLaSR; stored inside every weights file and checkpoint."""
+
+    scale: int = 4
+    dim: int = 64  # C, feature channels
+    groups: int = 4  # residual groups
+    blocks: int = 4  # NaLa blocks per group
+    heads: int = 4  # attention heads, head dim = dim // heads
+    ffn_ratio: float = 2.0
+    lepe_kernel: int = 5  # depthwise conv on v added to the attention output (local positional info)
+    rope: bool = False  # 2-D RoPE on the numerator of the attention
+    lam: float = 3.0
+    tau: float = 0.5
+    alpha: float = 1.0
+    eps: float = 1e-6
+    layerscale: float = 1.0  # initial value of the per-channel residual scales
+    in_chans: int = 3
+
+    def __post_init__(self) -> None:
+        if self.scale not in SCALES:
+            raise ValueError(f"scale must be one of {SCALES}, got {self.scale}")
+        if self.dim % self.heads:
+            raise ValueError(f"dim {self.dim} is not divisible by heads {self.heads}")
+
+    @property
+    def head_dim(self) -> int:
+        return self.dim // self.heads
+
+    @property
+    def nala(self) -> NalaParams:
+        return NalaParams(self.lam, self.tau, self.alpha, self.eps)
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "NaLaSRConfig":
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = set(d) - known
+        if unknown:
+            raise ValueError(f"unknown config keys: {', '.join(sorted(unknown))}")
+        return cls(**d)
+
+
+# ----------------------------------------------------------------------------------------------- blocks
+
+
+def _dwconv(x: Tensor, conv: nn.Conv2d) -> Tensor:
+    """Depthwise conv on a token-major map: (B, H, W, C) → (B, H, W, C) through a channels-last view."""
+    return conv(x.permute(0, 3, 1, 2)).permute(0, 2, 3, 1)
+
+
+class NalaMixer(nn.Module):
+    """Global token mixing: q, k, v, g from one Linear; NaLa attention + LePE; LayerNorm; SiLU gate."""
+
+    def __init__(self, cfg: NaLaSRConfig) -> None:
+        super().__init__()
+        self.cfg = cfg
+        self.qkvg = nn.Linear(cfg.dim, 4 * cfg.dim)
+        self.lepe = nn.Conv2d(cfg.dim, cfg.dim, cfg.lepe_kernel, padding=cfg.lepe_kernel // 2, groups=cfg.dim)
+        self.norm = nn.LayerNorm(cfg.dim)
+        self.proj = nn.Linear(cfg.dim, cfg.dim)
+        self.backend: Backend = "auto"
+
+    def forward(self, x: Tensor) -> Tensor:
+        """x: (B, H, W, C) → (B, H, W, C)."""
+        b, h, w, c = x.shape
+        q, k, v, g = self.qkvg(x).chunk(4, dim=-1)  # views, (B, H, W, C) each
+        heads = (b, h * w, self.cfg.heads, self.cfg.head_dim)
+        o = nala_attention(
+            q.reshape(heads), k.reshape(heads), v.reshape(heads), self.cfg.nala,
+            rope_hw=(h, w) if self.cfg.rope else None, backend=self.backend,
+        ).reshape(b, h, w, c)
+        o = o + _dwconv(v, self.lepe)
+        return self.proj(self.norm(o) * F.silu(g))
+
+
+class ConvFFN(nn.Module):
+    """Linear → depthwise 3×3 → GELU → Linear: the FFN carries local mixing too."""
+
+    def __init__(self, dim: int, ratio: float) -> None:
+        super().__init__()
+        hidden = int(dim * ratio)
+        self.fc1 = nn.Linear(dim, hidden)
+        self.dw = nn.Conv2d(hidden, hidden, 3, padding=1, groups=hidden)
+        self.fc2 = nn.Linear(hidden, dim)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.fc2(F.gelu(_dwconv(self.fc1(x), self.dw)))
+
+
+class NalaBlock(nn.Module):
+    """x + CPE(x); x + γ1·Mixer(LN x); x + γ2·FFN(LN x), on (B, H, W, C)."""
+
+    def __init__(self, cfg: NaLaSRConfig) -> None:
+        super().__init__()
+        self.cpe = nn.Conv2d(cfg.dim, cfg.dim, 3, padding=1, groups=cfg.dim)
+        self.norm1 = nn.LayerNorm(cfg.dim)
+        self.mixer = NalaMixer(cfg)
+        self.norm2 = nn.LayerNorm(cfg.dim)
+        self.ffn = ConvFFN(cfg.dim, cfg.ffn_ratio)
+        self.gamma1 = nn.Parameter(torch.full((cfg.dim,), cfg.layerscale))
+        self.gamma2 = nn.Parameter(torch.full((cfg.dim,), cfg.layerscale))
+
+    def forward(self, x: Tensor) -> Tensor:
+        x = x + _dwconv(x, self.cpe)
+        x = x + self.gamma1 * self.mixer(self.norm1(x))
+        return x + self.gamma2 * self.ffn(self.norm2(x))
+
+
+class ResidualGroup(nn.Module):
+    """Blocks then a 3×3 conv, with a skip over the whole group."""
+
+    def __init__(self, cfg: NaLaSRConfig) -> None:
+        super().__init__()
+        self.blocks = nn.Sequential(*(NalaBlock(cfg) for _ in range(cfg.blocks)))
+        self.conv = nn.Conv2d(cfg.dim, cfg.dim, 3, padding=1)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return x + self.conv(self.blocks(x).permute(0, 3, 1, 2)).permute(0, 2, 3, 1)
+
+
+# ------------------------------------------------------------------------------------------------ model
+
+
+class Trunk(nn.Module):
+    """Shallow conv, residual groups, conv; the part shared by every scale. (B, 3, H, W) → (B, C, H, W)."""
+
+    def __init__(self, cfg: NaLaSRConfig) -> None:
+        super().__init__()
+        self.head = nn.Conv2d(cfg.in_chans, cfg.dim, 3, padding=1)
+        self.groups = nn.Sequential(*(ResidualGroup(cfg) for _ in range(cfg.groups)))
+        self.tail = nn.Conv2d(cfg.dim, cfg.dim, 3, padding=1)
+
+    def forward(self, x: Tensor) -> Tensor:
+        feat = self.head(x)
+        deep = self.groups(feat.permute(0, 2, 3, 1)).permute(0, 3, 1, 2)
+        return feat + self.tail(deep)
+
+
+class Upsampler(nn.Sequential):
+    """One conv to out·s² channels, then pixel shuffle: (B, C, H, W) → (B, out, sH, sW)."""
+
+    def __init__(self, dim: int, scale: int, out_chans: int = 3) -> None:
+        super().__init__(nn.Conv2d(dim, out_chans * scale * scale, 3, padding=1), nn.PixelShuffle(scale))
+
+
+class NaLaSR(nn.Module):
+    """NaLaSR super-resolution network.
+
+    Input (B, 3, H, W) in [0, 1], any H, W ≥ 1 (attention is global, nothing is windowed, so no padding is
+    needed); output (B, 3, s·H, s·W), not clamped. A bilinear upsampling of the input is added, so the
+    network learns the missing detail only.
+    """
+
+    def __init__(self, cfg: NaLaSRConfig) -> None:
+        super().__init__()
+        self.cfg = cfg
+        self.trunk = Trunk(cfg)
+        self.upsampler = Upsampler(cfg.dim, cfg.scale, cfg.in_chans)
+
+    def forward(self, x: Tensor) -> Tensor:
+        base = F.interpolate(x, scale_factor=self.cfg.scale, mode="bilinear", align_corners=False)
+        return base + self.upsampler(self.trunk(x))
+
+    def set_attention_backend(self, backend: Backend) -> None:
+        for m in self.modules():
+            if isinstance(m, NalaMixer):
+                m.backend = backend
+
+
+# --------------------------------------------------------------------------------------------- variants
+
+VARIANTS: dict[str, dict] = {
+    "small": dict(dim=48, groups=2, blocks=3, heads=3),
+    "default": dict(dim=64, groups=4, blocks=4, heads=4),
+}
+DEFAULT_VARIANT = "default"
+
+
+# ---------------------------------------------------------------------------------------------- factory
+
+
+def config_for(variant: str = DEFAULT_VARIANT, scale: int = 4, **overrides) -> NaLaSRConfig:
+    """The config of a named variant at a scale; ``overrides`` replace single fields."""
+    if variant not in VARIANTS:
+        raise ValueError(f"unknown variant {variant!r}; choose one of {', '.join(VARIANTS)}")
+    return NaLaSRConfig(scale=scale, **{**VARIANTS[variant], **overrides})
+
+
+def variant_of(cfg: NaLaSRConfig) -> str | None:
+    """The variant name ``cfg`` is (at any scale), or None for a custom config."""
+    for name, fields in VARIANTS.items():
+        if NaLaSRConfig(scale=cfg.scale, **fields) == cfg:
+            return name
+    return None
+
+
+def create_model(variant: str = DEFAULT_VARIANT, scale: int = 4, **overrides) -> NaLaSR:
+    return NaLaSR(config_for(variant, scale, **overrides))
+
+
+def count_params(model: nn.Module) -> int:
+    return sum(p.numel() for p in model.parameters())

@@ -1,0 +1,56 @@
+"""Token-mixing ops. ``nala_attention`` picks the fused Triton kernel on CUDA and the reference elsewhere."""
+
+from __future__ import annotations
+
+import functools
+from typing import Literal
+
+from torch import Tensor
+
+from .nala import NalaParams, nala_attention_reference, nala_features, rope_angles
+
+Backend = Literal["auto", "triton", "reference"]
+BACKENDS: tuple[str, ...] = ("auto", "triton", "reference")
+
+__all__ = ["BACKENDS", "Backend", "NalaParams", "nala_attention", "nala_attention_reference", "nala_features",
+           "rope_angles", "triton_available"]
+
+
+@functools.cache
+def triton_available() -> bool:
+    """True when the fused kernels can run (Triton importable and a CUDA device present)."""
+    try:
+        import torch
+
+        if not torch.cuda.is_available():
+            return False
+        import nalasr_kernels
+
+        return nalasr_kernels.HAS_TRITON
+    except ImportError:
+        return False
+
+
+def nala_attention(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    params: NalaParams = NalaParams(),
+    rope_hw: tuple[int, int] | None = None,
+    rope_base: float = 100.0,
+    backend: Backend = "auto",
+) -> Tensor:
+    """NaLa attention, q, k, v: (B, N, H, D) → (B, N, H, D). See :mod:`nalasr.ops.nala` for the math.
+
+    ``backend="auto"`` uses the fused Triton kernel for CUDA tensors when it is available, the PyTorch
+    reference otherwise; ``"triton"`` insists on the kernel (an error if it cannot run).
+    """
+    if backend == "reference" or (backend == "auto" and not (q.is_cuda and triton_available())):
+        return nala_attention_reference(q, k, v, params, rope_hw, rope_base)
+    if backend not in BACKENDS:
+        raise ValueError(f"unknown attention backend {backend!r}; choose one of {', '.join(BACKENDS)}")
+    if not q.is_cuda or not triton_available():
+        raise RuntimeError("the triton attention backend needs a CUDA device and the triton package")
+    from nalasr_kernels import nala_attention_triton
+
+    return nala_attention_triton(q, k, v, params, rope_hw, rope_base)

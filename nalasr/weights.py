@@ -1,0 +1,140 @@
+"""Weights files: safetensors tensors plus the config and a card in the header metadata.
+
+A weights file rebuilds its model by itself (spandrel's rule: loading never guesses). Nothing is ever
+unpickled. Every failure is a :class:`WeightsError` whose one-line message names the file.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import torch
+from safetensors import SafetensorError
+from safetensors.torch import load_file, save_file
+
+from .errors import WeightsError
+from .fsutil import atomic_path
+from .model import DEFAULT_VARIANT, NaLaSR, NaLaSRConfig
+
+FORMAT = "nalasr-weights/1"
+ARCHITECTURE = "NaLaSR"
+# The repo's weights/ folder (shipped weights; found without network). NALASR_WEIGHTS overrides it.
+SHIPPED_DIR = Path(__file__).resolve().parent.parent / "weights"
+
+
+def shipped_dir() -> Path:
+    return Path(os.environ.get("NALASR_WEIGHTS", SHIPPED_DIR))
+
+
+def shipped_name(variant: str, scale: int) -> str:
+    return f"nalasr_{variant}_x{scale}.safetensors"
+
+
+def shipped_path(scale: int, variant: str | None = None) -> Path:
+    """The shipped weights file for a scale and variant; WeightsError when there is none."""
+    variant = variant or DEFAULT_VARIANT
+    path = shipped_dir() / shipped_name(variant, scale)
+    if not path.is_file():
+        have = sorted(p.name for p in shipped_dir().glob("nalasr_*.safetensors")) if shipped_dir().is_dir() else []
+        raise WeightsError(
+            f"no shipped weights for variant {variant!r} at x{scale} in {shipped_dir()}"
+            f" (have: {', '.join(have) or 'none'}); pass --weights PATH"
+        )
+    return path
+
+
+def save_weights(model: NaLaSR, path: str | os.PathLike, card: dict[str, Any] | None = None) -> Path:
+    """Write ``model``'s weights with its config and ``card`` (atomically). Tensors are stored as float32."""
+    path = Path(path)
+    tensors = {k: v.detach().float().cpu().contiguous() for k, v in model.state_dict().items()}
+    meta = {
+        "format": FORMAT,
+        "architecture": ARCHITECTURE,
+        "config": json.dumps(model.cfg.to_dict(), sort_keys=True),
+        "card": json.dumps(card or {}, sort_keys=True),
+    }
+    with atomic_path(path) as tmp:
+        save_file(tensors, str(tmp), metadata=meta)
+    return path
+
+
+def read_header(path: str | os.PathLike) -> tuple[NaLaSRConfig, dict[str, Any]]:
+    """(config, card) of a weights file, reading the header only."""
+    path = Path(path)
+    meta = _metadata(path)
+    return _config(path, meta), _card(path, meta)
+
+
+def load_weights(
+    path: str | os.PathLike, *, scale: int | None = None, device: str | torch.device = "cpu"
+) -> NaLaSR:
+    """Build the model a weights file describes and load it strictly.
+
+    ``scale``, when given, must match the file's. The card is attached as ``model.card``.
+    """
+    path = Path(path)
+    meta = _metadata(path)
+    cfg = _config(path, meta)
+    if scale is not None and cfg.scale != scale:
+        raise WeightsError(f"{path}: these weights are for x{cfg.scale}, not x{scale}; pick --scale {cfg.scale} or other weights")
+    try:
+        state = load_file(str(path), device="cpu")
+    except (SafetensorError, OSError, ValueError) as e:
+        raise WeightsError(f"{path}: corrupt or truncated weights file ({_first_line(e)})") from None
+    model = NaLaSR(cfg)
+    missing, unexpected = set(model.state_dict()) - set(state), set(state) - set(model.state_dict())
+    if missing or unexpected:
+        raise WeightsError(
+            f"{path}: tensors do not match the NaLaSR config in the file"
+            f" (missing {len(missing)}, unexpected {len(unexpected)}, e.g. {sorted(missing | unexpected)[0]})"
+        )
+    try:
+        model.load_state_dict(state, strict=True)
+    except RuntimeError as e:
+        raise WeightsError(f"{path}: tensor shapes do not match the config ({_first_line(e)})") from None
+    model.card = _card(path, meta)  # type: ignore[attr-defined]
+    return model.to(device).eval()
+
+
+# ----------------------------------------------------------------------------------------------- helpers
+
+
+def _first_line(e: BaseException) -> str:
+    text = str(e).strip().splitlines()
+    return text[0][:200] if text else type(e).__name__
+
+
+def _metadata(path: Path) -> dict[str, str]:
+    if not path.exists():
+        raise WeightsError(f"{path}: weights file not found")
+    if not path.is_file():
+        raise WeightsError(f"{path}: not a file")
+    try:
+        from safetensors import safe_open
+
+        with safe_open(str(path), framework="pt") as f:
+            meta = f.metadata() or {}
+    except (SafetensorError, OSError, ValueError) as e:
+        raise WeightsError(f"{path}: not a readable safetensors file ({_first_line(e)})") from None
+    if meta.get("format") != FORMAT or meta.get("architecture") != ARCHITECTURE:
+        arch = meta.get("architecture") or "unknown"
+        raise WeightsError(f"{path}: not NaLaSR weights (architecture {arch!r}, format {meta.get('format')!r})")
+    return meta
+
+
+def _config(path: Path, meta: dict[str, str]) -> NaLaSRConfig:
+    try:
+        return NaLaSRConfig.from_dict(json.loads(meta["config"]))
+    except (KeyError, ValueError, TypeError) as e:
+        raise WeightsError(f"{path}: bad config in the header ({_first_line(e)})") from None
+
+
+def _card(path: Path, meta: dict[str, str]) -> dict[str, Any]:
+    try:
+        card = json.loads(meta.get("card", "{}"))
+    except ValueError:
+        raise WeightsError(f"{path}: bad card in the header") from None
+    return card if isinstance(card, dict) else {}
