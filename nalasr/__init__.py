@@ -22,7 +22,7 @@ __all__ = ["ModelSpec", "NaLaSR", "NaLaSRConfig", "NalasrError", "create_model",
 
 def __getattr__(name: str) -> Any:  # image I/O pulls in Pillow/OpenCV: only when asked for
     if name == "upscale":
-        from .upscale import upscale
+        from .upscaling import upscale
 
         return upscale
     raise AttributeError(f"module 'nalasr' has no attribute {name!r}")

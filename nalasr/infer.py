@@ -7,6 +7,7 @@ the precision (a non-finite half-precision output falls back to fp32), and runni
 
 from __future__ import annotations
 
+import re
 import time
 from dataclasses import dataclass
 
@@ -34,7 +35,7 @@ def run_model(model: nn.Module, lr: Tensor, dtype: torch.dtype) -> tuple[Tensor,
     device = next(model.parameters()).device
     try:
         sr, stats = _forward(model, lr, dtype, device)
-        if not torch.isfinite(sr).all() and dtype != torch.float32:
+        if dtype != torch.float32 and not torch.isfinite(sr).all():  # checked before clamping hides inf
             sr, stats = _forward(model, lr, torch.float32, device)
             stats.fell_back = True
     except (torch.OutOfMemoryError, RuntimeError) as e:
@@ -42,7 +43,7 @@ def run_model(model: nn.Module, lr: Tensor, dtype: torch.dtype) -> tuple[Tensor,
             raise
         _release(device)
         raise DeviceMemoryError(_oom_message(e, lr, dtype, device)) from None
-    return sr, stats
+    return sr.clamp(0, 1), stats
 
 
 @torch.inference_mode()
@@ -65,7 +66,7 @@ def _forward(model: nn.Module, lr: Tensor, dtype: torch.dtype, device: torch.dev
     y = y.float()
     if gray:
         y = y.mean(dim=1, keepdim=True)
-    return y.clamp_(0, 1), ForwardStats(ms, mem.peak_bytes, mem.kind, dtype_name(dtype), False)
+    return y, ForwardStats(ms, mem.peak_bytes, mem.kind, dtype_name(dtype), False)
 
 
 def _release(device: torch.device) -> None:
@@ -75,10 +76,8 @@ def _release(device: torch.device) -> None:
 
 def _oom_message(e: BaseException, lr: Tensor, dtype: torch.dtype, device: torch.device) -> str:
     h, w = lr.shape[-2:]
-    asked = ""
-    text = str(e)
-    if "Tried to allocate" in text:
-        asked = " (it tried to allocate " + text.split("Tried to allocate", 1)[1].split(".", 1)[0].strip() + " more)"
+    found = re.search(r"Tried to allocate ([\d.]+ [KMGT]?i?B)", str(e))  # torch's wording, e.g. "12.00 GiB"
+    asked = f" (it tried to allocate {found.group(1)} more)" if found else ""
     hints = "--precision fp16" if dtype == torch.float32 and device.type == "cuda" else ""
     hints = " or ".join(h for h in (hints, "--device cpu" if device.type == "cuda" else "a smaller image") if h)
     return f"out of {device.type} memory for a {w}x{h} input in {dtype_name(dtype)}{asked}; try {hints}"

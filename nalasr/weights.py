@@ -76,26 +76,25 @@ def load_weights(
     ``scale``, when given, must match the file's. The card is attached as ``model.card``.
     """
     path = Path(path)
-    meta = _metadata(path)
+    meta, shapes = _header(path)
     cfg = _config(path, meta)
     if scale is not None and cfg.scale != scale:
         raise WeightsError(f"{path}: these weights are for x{cfg.scale}, not x{scale}; pick --scale {cfg.scale} or other weights")
+    card = _card(path, meta)
+    _check_tensors(path, cfg, shapes)  # names and shapes, from the header alone: nothing allocated yet
     try:
         state = load_file(str(path), device="cpu")
     except (SafetensorError, OSError, ValueError) as e:
         raise WeightsError(f"{path}: corrupt or truncated weights file ({_first_line(e)})") from None
+    bad = next((k for k, t in state.items() if not (t.is_floating_point() and torch.isfinite(t).all())), None)
+    if bad is not None:
+        raise WeightsError(f"{path}: corrupt weights file (tensor {bad} is not finite floating point)")
     model = NaLaSR(cfg)
-    missing, unexpected = set(model.state_dict()) - set(state), set(state) - set(model.state_dict())
-    if missing or unexpected:
-        raise WeightsError(
-            f"{path}: tensors do not match the NaLaSR config in the file"
-            f" (missing {len(missing)}, unexpected {len(unexpected)}, e.g. {sorted(missing | unexpected)[0]})"
-        )
     try:
         model.load_state_dict(state, strict=True)
     except RuntimeError as e:
-        raise WeightsError(f"{path}: tensor shapes do not match the config ({_first_line(e)})") from None
-    model.card = _card(path, meta)  # type: ignore[attr-defined]
+        raise WeightsError(f"{path}: tensors do not match the config ({_first_line(e)})") from None
+    model.card = card  # type: ignore[attr-defined]
     return model.to(device).eval()
 
 
@@ -108,6 +107,11 @@ def _first_line(e: BaseException) -> str:
 
 
 def _metadata(path: Path) -> dict[str, str]:
+    return _header(path)[0]
+
+
+def _header(path: Path) -> tuple[dict[str, str], dict[str, tuple[int, ...]]]:
+    """(metadata, {tensor name: shape}) from the header; checks the file is NaLaSR weights."""
     if not path.exists():
         raise WeightsError(f"{path}: weights file not found")
     if not path.is_file():
@@ -117,19 +121,50 @@ def _metadata(path: Path) -> dict[str, str]:
 
         with safe_open(str(path), framework="pt") as f:
             meta = f.metadata() or {}
+            shapes = {k: tuple(f.get_slice(k).get_shape()) for k in f.keys()}
     except (SafetensorError, OSError, ValueError) as e:
         raise WeightsError(f"{path}: not a readable safetensors file ({_first_line(e)})") from None
     if meta.get("format") != FORMAT or meta.get("architecture") != ARCHITECTURE:
         arch = meta.get("architecture") or "unknown"
         raise WeightsError(f"{path}: not NaLaSR weights (architecture {arch!r}, format {meta.get('format')!r})")
-    return meta
+    return meta, shapes
 
 
 def _config(path: Path, meta: dict[str, str]) -> NaLaSRConfig:
     try:
-        return NaLaSRConfig.from_dict(json.loads(meta["config"]))
-    except (KeyError, ValueError, TypeError) as e:
+        d = json.loads(meta["config"])
+        if not isinstance(d, dict):
+            raise ValueError("not a JSON object")
+        return NaLaSRConfig.from_dict(d)
+    except (KeyError, ValueError, TypeError, ArithmeticError) as e:
         raise WeightsError(f"{path}: bad config in the header ({_first_line(e)})") from None
+
+
+def _check_tensors(path: Path, cfg: NaLaSRConfig, shapes: dict[str, tuple[int, ...]]) -> None:
+    """The file's tensor names and shapes are exactly those of NaLaSR(cfg), checked on the meta device.
+
+    A header may claim any network: a block count above the file's tensor count cannot match (and would be
+    slow to build even on the meta device), and nothing of the claimed size is allocated.
+    """
+    if cfg.groups * cfg.blocks > len(shapes):
+        raise WeightsError(f"{path}: the config's {cfg.groups}x{cfg.blocks} blocks cannot fit in {len(shapes)} tensors")
+    try:
+        with torch.device("meta"):
+            expected = {k: tuple(v.shape) for k, v in NaLaSR(cfg).state_dict().items()}
+    except Exception as e:  # noqa: BLE001 (any failure to build is a bad config)
+        raise WeightsError(f"{path}: bad config in the header ({type(e).__name__}: {_first_line(e)})") from None
+    missing, unexpected = set(expected) - set(shapes), set(shapes) - set(expected)
+    if missing or unexpected:
+        raise WeightsError(
+            f"{path}: tensors do not match the NaLaSR config in the file"
+            f" (missing {len(missing)}, unexpected {len(unexpected)}, e.g. {sorted(missing | unexpected)[0]})"
+        )
+    wrong = next((k for k in expected if expected[k] != shapes[k]), None)
+    if wrong is not None:
+        raise WeightsError(
+            f"{path}: tensor shapes do not match the config ({wrong}: {list(shapes[wrong])} in the file,"
+            f" {list(expected[wrong])} for the config)"
+        )
 
 
 def _card(path: Path, meta: dict[str, str]) -> dict[str, Any]:

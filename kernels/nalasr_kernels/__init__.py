@@ -1,0 +1,50 @@
+"""Fused Triton kernels for NaLa attention (DESIGN.md §2), beside the PyTorch reference in ``nalasr.ops.nala``.
+
+This package never imports ``nalasr`` and imports fine without Triton: ``HAS_TRITON`` says whether the kernels
+can be built, and the Triton module (:mod:`nalasr_kernels.nala`) is only imported on first use, so importing
+this package costs nothing when Triton is missing.
+
+    nala_attention_triton(q, k, v, params=None, rope_hw=None, rope_base=100.0) -> o
+        q, k: (B, N, H, D), v: (B, N, H, Dv), any strides; o: (B, N, H, Dv) contiguous, in q's dtype.
+        Same signature and math as ``nalasr.ops.nala.nala_attention_reference``; differentiable in q, k, v.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from typing import Any
+
+__all__ = ["HAS_TRITON", "nala_attention_triton"]
+
+
+def _probe_triton() -> bool:
+    # A guarded import rather than find_spec alone: a broken Triton install (wrong CUDA, missing libs) must
+    # read as "no Triton" so the caller falls back to the reference instead of failing at the first call.
+    if importlib.util.find_spec("triton") is None:
+        return False
+    try:
+        import triton  # noqa: F401
+        import triton.language  # noqa: F401
+    except Exception:
+        return False
+    return True
+
+
+HAS_TRITON: bool = _probe_triton()
+
+
+def nala_attention_triton(q, k, v, params: Any = None, rope_hw: tuple[int, int] | None = None,
+                          rope_base: float = 100.0):
+    """Fused NaLa attention; see :func:`nalasr_kernels.nala.nala_attention_triton`."""
+    if not HAS_TRITON:
+        raise ImportError("nalasr_kernels needs the triton package (pip install triton)")
+    impl = importlib.import_module(".nala", __name__).nala_attention_triton
+    return impl(q, k, v, params, rope_hw, rope_base)
+
+
+def __getattr__(name: str) -> Any:  # NalaAttentionFunction without importing Triton up front
+    if name == "NalaAttentionFunction":
+        if not HAS_TRITON:
+            raise ImportError("nalasr_kernels needs the triton package (pip install triton)")
+        return importlib.import_module(".nala", __name__).NalaAttentionFunction
+    raise AttributeError(f"module 'nalasr_kernels' has no attribute {name!r}")

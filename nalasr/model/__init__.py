@@ -11,9 +11,10 @@ from .nalasr import (
     config_for,
     count_params,
     create_model,
+    reconstruct,
     variant_of,
 )
 from .spec import ModelSpec, spec_of
 
 __all__ = ["DEFAULT_VARIANT", "SCALES", "VARIANTS", "ModelSpec", "NaLaSR", "NaLaSRConfig", "Trunk", "Upsampler",
-           "config_for", "count_params", "create_model", "spec_of", "variant_of"]
+           "config_for", "count_params", "create_model", "reconstruct", "spec_of", "variant_of"]

@@ -8,13 +8,14 @@ permute to (B, C, H, W) is a free channels-last view for the depthwise convoluti
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ..ops import Backend, NalaParams, nala_attention
+from ..ops import BACKENDS, Backend, NalaParams, nala_attention
 
 SCALES = (2, 3, 4)
 
@@ -39,10 +40,23 @@ class NaLaSRConfig:
     in_chans: int = 3
 
     def __post_init__(self) -> None:
+        # Configs also arrive from file headers: check types and ranges here, once, for every source.
+        for f in dataclasses.fields(self):
+            v = getattr(self, f.name)
+            if f.type == "bool" and not isinstance(v, bool):
+                raise ValueError(f"{f.name}={v!r} is not a bool")
+            if f.type == "int" and (not isinstance(v, int) or isinstance(v, bool) or v < 1):
+                raise ValueError(f"{f.name}={v!r} is not a positive int")
+            if f.type == "float" and (not isinstance(v, (int, float)) or isinstance(v, bool) or not math.isfinite(v)):
+                raise ValueError(f"{f.name}={v!r} is not a finite number")
         if self.scale not in SCALES:
             raise ValueError(f"scale must be one of {SCALES}, got {self.scale}")
         if self.dim % self.heads:
             raise ValueError(f"dim {self.dim} is not divisible by heads {self.heads}")
+        if self.lepe_kernel % 2 == 0:
+            raise ValueError(f"lepe_kernel must be odd, got {self.lepe_kernel}")
+        if self.ffn_ratio <= 0 or self.eps <= 0:
+            raise ValueError("ffn_ratio and eps must be positive")
 
     @property
     def head_dim(self) -> int:
@@ -165,6 +179,15 @@ class Upsampler(nn.Sequential):
 
     def __init__(self, dim: int, scale: int, out_chans: int = 3) -> None:
         super().__init__(nn.Conv2d(dim, out_chans * scale * scale, 3, padding=1), nn.PixelShuffle(scale))
+        # Start as plain bilinear upscaling (the residual is zero): training begins from a sane image.
+        nn.init.zeros_(self[0].weight)
+        nn.init.zeros_(self[0].bias)
+
+
+def reconstruct(x: Tensor, trunk: Trunk, upsampler: Upsampler, scale: int) -> Tensor:
+    """Bilinear upsampling of x plus the learned detail: (B, 3, H, W) → (B, 3, sH, sW)."""
+    base = F.interpolate(x, scale_factor=scale, mode="bilinear", align_corners=False)
+    return base + upsampler(trunk(x))
 
 
 class NaLaSR(nn.Module):
@@ -182,10 +205,11 @@ class NaLaSR(nn.Module):
         self.upsampler = Upsampler(cfg.dim, cfg.scale, cfg.in_chans)
 
     def forward(self, x: Tensor) -> Tensor:
-        base = F.interpolate(x, scale_factor=self.cfg.scale, mode="bilinear", align_corners=False)
-        return base + self.upsampler(self.trunk(x))
+        return reconstruct(x, self.trunk, self.upsampler, self.cfg.scale)
 
     def set_attention_backend(self, backend: Backend) -> None:
+        if backend not in BACKENDS:
+            raise ValueError(f"unknown attention backend {backend!r}; choose one of {', '.join(BACKENDS)}")
         for m in self.modules():
             if isinstance(m, NalaMixer):
                 m.backend = backend

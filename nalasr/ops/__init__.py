@@ -26,7 +26,7 @@ def triton_available() -> bool:
             return False
         import nalasr_kernels
 
-        return nalasr_kernels.HAS_TRITON
+        return bool(getattr(nalasr_kernels, "HAS_TRITON", False))
     except ImportError:
         return False
 

@@ -1,0 +1,821 @@
+r"""Fused NaLa attention in Triton: forward and backward, deterministic, any strides.
+
+The math is ``nalasr.ops.nala.nala_attention_reference`` (the single source of truth; this package does not
+import it). Per (batch b, head h), N tokens, D = head dim, Dv = value dim, everything below in float32:
+
+    r = (Σx² + 1e-12)^(-1/2),  dir = x·r,  ‖x‖ = Σx²·r
+    θ(x)  = clamp((π/4)·tanh(α·dir), ±Θ),  Θ = π/4 − 1e-4            (the reference's THETA_MAX)
+    m_q   = |dir(q)|^p,  p = λ(τ + tanh‖q‖)     m_k = |k|^λ
+    φ(x)  = [m·cos θ, m·sin θ],   φ̃(x) = [m·cos(θ+a), m·sin(θ+a)],   a = ω·pos (RoPE; φ̃ = φ without)
+    S = (1/N) Σ_j φ̃k_j v_jᵀ   (2D × Dv)        z = (1/N) Σ_j φk_j   (2D)
+    o_t = num_t / den_t,   num_t = Sᵀ φ̃q_t,   den_t = φq_tᵀ z + ε
+
+Forward, two stages (plus a tiny combine):
+  1. ``_fwd_reduce``: programs split the token axis into chunks; each computes φk on the fly from k and
+     accumulates its chunk's partial S, z in registers (tl.dot for S), written to a partial buffer.
+  2. ``_combine``: sums the partials in a fixed order (no atomics: bitwise reproducible) and scales by 1/N.
+  3. ``_fwd_map``: every query tile computes φq on the fly, num = φ̃qᵀS (tl.dot), den = φqᵀz + ε, writes o once.
+  φ never touches memory; HBM traffic is q, k, v read once and o written once (+ a few KiB of state).
+
+Backward. With g_t = ∂L/∂o_t (chain rule, per (b, h)):
+    dnum_t = g_t / den_t                                     (Dv)
+    dden_t = −g_t·num_t / den_t² = −(g_t·o_t) / den_t        (scalar)
+    ∂L/∂φ̃q_t = S · dnum_t                                    (2D)
+    ∂L/∂φq_t  = dden_t · z                                   (2D)
+    dS = Σ_t φ̃q_t dnum_tᵀ      dz = Σ_t dden_t φq_t          (reduced over queries)
+    ∂L/∂v_j  = (1/N) dSᵀ φ̃k_j                                (Dv)
+    ∂L/∂φ̃k_j = (1/N) dS v_j     ∂L/∂φk_j = (1/N) dz          (2D; the z-part is the same for every key)
+  so the backward is one pass over queries (map: dq; reduce: dS, dz partials, from q, g and the saved S, z —
+  o is recomputed, not read), the same deterministic combine (scaled by 1/N), and one pass over keys (map:
+  dk, dv from k, v and dS/N, dz/N). q, g, k, v read once, dq, dk, dv written once.
+
+  Through the feature map, per element i, with (gc, gs) the gradient of φ's cos/sin halves and (g̃c, g̃s) that of
+  φ̃'s (c = cos θ, s = sin θ, c̃ = cos(θ+a), s̃ = sin(θ+a)):
+    ∂L/∂m = gc·c + gs·s + g̃c·c̃ + g̃s·s̃
+    ∂L/∂θ = m·(gs·c − gc·s + g̃s·c̃ − g̃c·s̃)
+    ∂L/∂dir_i  = ∂L/∂θ_i·(π/4)·α·(1 − tanh²(α·dir_i))·[|θ_raw| ≤ Θ]     (clamp passes the gradient inside only)
+  key:   ∂m/∂k_i = λ·|k_i|^(λ−1)·sign(k_i)
+  query: ∂m/∂dir_i = p·m_i/dir_i (0 where dir_i = 0),  ∂L/∂p = Σ_i ∂L/∂m_i · m_i·ln|dir_i|  (0 where dir_i = 0),
+         ∂L/∂‖q‖ = ∂L/∂p · λ·(1 − tanh²‖q‖)
+  normalisation (exact in the 1e-12, like autograd of the reference):
+    ∂L/∂x_i = r·(∂L/∂dir_i − dir_i·Σ_l ∂L/∂dir_l·dir_l) + ∂L/∂‖x‖ · x_i·r·(2 − Σx²·r²)
+
+Numerics: loads are cast to float32; feature maps, S, z, dS, dz and every accumulation are float32. tl.dot runs
+in tf32 for fp16/bf16 inputs (the tf32 rounding, 2^-11, is below the output's own fp16/bf16 rounding) and in
+tf32x3 (≈ fp32) for fp32 inputs; NALASR_DOT_PRECISION=ieee|tf32|tf32x3 overrides.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import math
+import os
+from typing import Any
+
+import torch
+import triton
+import triton.language as tl
+import triton.testing
+from torch import Tensor
+
+__all__ = ["NalaAttentionFunction", "nala_attention_triton", "nala_forward", "nala_backward"]
+
+# Must match nalasr/ops/nala.py (not imported: this package never imports nalasr). Kept here as Python
+# floats; the kernels use the same numbers as literals (a Triton kernel reads module globals only as constexpr).
+NORM_EPS = 1e-12
+THETA_MAX = math.pi / 4 - 1e-4
+_DEFAULTS = dict(lam=3.0, tau=0.5, alpha=1.0, eps=1e-6)  # nalasr.ops.nala.NalaParams()
+
+_INTERPRET = os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
+
+# Test hooks. _OUT_FILL: fill every buffer the kernels must write (outputs, partials, state) with this value
+# before launching (NaN in the tests, so an unwritten element cannot pass). _CONFIG: a fixed launch config
+# {"BLOCK_N": .., "CHUNK": .., "num_warps": ..} instead of the autotuner (tests use tiny chunks to exercise
+# several chunks and ragged tails at small N).
+_OUT_FILL: float | None = None
+_CONFIG: dict | None = None
+
+
+# ================================================================================================ device math
+
+
+@triton.jit
+def _tanh(x):
+    # One exp2 and one division. e = e^(−2|x|) ∈ (0, 1], so nothing overflows for any x; the absolute error
+    # (~1e-7) is what an angle or an exponent needs.
+    e = tl.exp2(tl.abs(x) * -2.885390081777927)  # −2·log2(e)
+    t = (1.0 - e) / (1.0 + e)
+    return tl.where(x < 0, -t, t)
+
+
+@triton.jit
+def _sincos_small(t):
+    # cos, sin for |t| ≤ π/4 (+ rounding): Taylor to degree 8 / 9, truncation error < 3e-8. Only FMAs: the
+    # MUFU (sin/cos/exp2/log2) pipe has 1/8 of the FMA throughput and is already busy with tanh and pow.
+    t2 = t * t
+    c = 1.0 + t2 * (-0.5 + t2 * (0.041666666666666664 + t2 * (-0.001388888888888889 + t2 * 2.48015873015873e-05)))
+    s = t * (1.0 + t2 * (-0.16666666666666666 + t2 * (0.008333333333333333
+                                                      + t2 * (-0.0001984126984126984 + t2 * 2.7557319223985893e-06))))
+    return c, s
+
+
+@triton.jit
+def _sincos_any(t):
+    # cos, sin of any float32 angle (RoPE adds ω·pos, up to ~1e3 rad): Cody–Waite reduction by π/2 in three
+    # parts (each product exact for |quadrant| < 2^15) into [−π/4, π/4], then the quadrant picks sign and swap.
+    kq = tl.floor(t * 0.6366197723675814 + 0.5)
+    r = t - kq * 1.5703125
+    r = r - kq * 4.837512969970703e-04
+    r = r - kq * 7.549789954891882e-08
+    c0, s0 = _sincos_small(r)
+    quad = kq.to(tl.int32) & 3
+    c = tl.where(quad == 0, c0, tl.where(quad == 1, -s0, tl.where(quad == 2, -c0, s0)))
+    s = tl.where(quad == 0, s0, tl.where(quad == 1, c0, tl.where(quad == 2, -s0, -c0)))
+    return c, s
+
+
+@triton.jit
+def _direction(x):
+    """x: (BLOCK_N, BD) → Σx², r = (Σx² + 1e-12)^(-1/2) (BLOCK_N,), dir = x·r (BLOCK_N, BD)."""
+    ss = tl.sum(x * x, axis=1)
+    r = tl.rsqrt(ss + 1e-12)
+    return ss, r, x * r[:, None]
+
+
+@triton.jit
+def _angle(dirn, alpha):
+    """θ = clamp((π/4)·tanh(α·dir), ±Θ). Returns u = tanh(α·dir), θ_raw = (π/4)·u, θ."""
+    u = _tanh(alpha * dirn)
+    th_raw = u * 0.7853981633974483
+    th = tl.minimum(tl.maximum(th_raw, -0.7852981633974483), 0.7852981633974483)  # ±(π/4 − 1e-4)
+    return u, th_raw, th
+
+
+@triton.jit
+def _key_mag(x, lam, LAM_INT: tl.constexpr):
+    """m_k = |x|^λ; small integer λ (the default 3) as products — no log2/exp2 on the MUFU pipe."""
+    a = tl.abs(x)
+    if LAM_INT == 1:
+        m = a
+    elif LAM_INT == 2:
+        m = a * a
+    elif LAM_INT == 3:
+        m = a * a * a
+    elif LAM_INT == 4:
+        a2 = a * a
+        m = a2 * a2
+    else:
+        m = tl.where(a > 0, tl.exp2(lam * tl.log2(tl.where(a > 0, a, 1.0))), 0.0)
+    return m
+
+
+@triton.jit
+def _key_mag_grad(x, lam, LAM_INT: tl.constexpr):
+    """∂|x|^λ/∂x = λ·|x|^(λ−1)·sign(x) (0 at x = 0, as autograd of abs().pow() gives for λ ≥ 1)."""
+    a = tl.abs(x)
+    sgn = tl.where(x > 0, 1.0, tl.where(x < 0, -1.0, 0.0))
+    if LAM_INT == 1:
+        g = sgn
+    elif LAM_INT == 2:
+        g = 2.0 * x
+    elif LAM_INT == 3:
+        g = 3.0 * x * a
+    elif LAM_INT == 4:
+        g = 4.0 * x * a * a
+    else:
+        g = tl.where(a > 0, lam * tl.exp2((lam - 1.0) * tl.log2(tl.where(a > 0, a, 1.0))), 0.0) * sgn
+    return g
+
+
+@triton.jit
+def _query_mag(dirn, nrm, lam, tau):
+    """m_q = |dir|^p, p = λ(τ + tanh‖q‖) per token. Returns tanh‖q‖, p (BLOCK_N,), log2|dir| (0 where dir = 0), m."""
+    tn = _tanh(nrm)
+    p = lam * (tau + tn)
+    a = tl.abs(dirn)
+    pos = a > 0
+    l2 = tl.log2(tl.where(pos, a, 1.0))
+    m = tl.where(pos, tl.exp2(p[:, None] * l2), 0.0)
+    return tn, p, l2, m
+
+
+@triton.jit
+def _rope_angle(offs_n, W, freq, offs_d, HALF: tl.constexpr):
+    """a = ω_j·pos: angles j < D/2 use the row, D/2 ≤ j < 2·(D/2) the column (freq is 0 beyond). Same float32
+    product as rope_angles() in the reference (row · ω), so θ + a rounds the same way."""
+    row = offs_n // W
+    col = offs_n - row * W
+    pos = tl.where(offs_d[None, :] < HALF, row[:, None], col[:, None]).to(tl.float32)
+    return pos * freq[None, :]
+
+
+@triton.jit
+def _feature_grad_angle(m, c, s, c2, s2, gc, gs, gc2, gs2, ROPE: tl.constexpr):
+    """(∂L/∂m, ∂L/∂θ) from the gradients of φ = m[cos θ, sin θ] and φ̃ = m[cos θ̃, sin θ̃], θ̃ = θ + a."""
+    if ROPE:
+        dm = gc * c + gs * s + gc2 * c2 + gs2 * s2
+        dth = m * (gs * c - gc * s + gs2 * c2 - gc2 * s2)
+    else:  # φ̃ = φ: add the two gradients first (4 fewer multiplies per element)
+        ac = gc + gc2
+        as_ = gs + gs2
+        dm = ac * c + as_ * s
+        dth = m * (as_ * c - ac * s)
+    return dm, dth
+
+
+@triton.jit
+def _load_tile(base, rows, s_n, offs, s_d, mask):
+    return tl.load(base + rows[:, None] * s_n + offs[None, :] * s_d, mask=mask, other=0.0).to(tl.float32)
+
+
+# ==================================================================================================== kernels
+# Offsets inside one (b, h) slab are int32 unless the host says they could overflow (OFFS64): fewer registers
+# and cheaper address arithmetic than 64-bit pointers per element; the (b, h) base offsets are always int64.
+# Grids are (H, chunks, B): the head is the fastest axis so programs that run together read neighbouring
+# bytes of the same tokens (q/k/v are token-major, (B, N, H, D) with heads interleaved). The state buffer of
+# one (b, h) is flat float32: [Sc (BD×BDV) | Ss (BD×BDV) | zc (BD) | zs (BD)], cos half then sin half of φ.
+
+
+@triton.jit(do_not_specialize=["N", "W", "n_chunks", "N_BUCKET"])
+def _fwd_reduce(
+    K, V, FREQ, PART,
+    N, W, H, CHUNK, n_chunks, N_BUCKET,
+    sk_b, sk_n, sk_h, sk_d, sv_b, sv_n, sv_h, sv_d,
+    alpha, lam,
+    D: tl.constexpr, DV: tl.constexpr, BD: tl.constexpr, BDV: tl.constexpr,
+    LAM_INT: tl.constexpr, ROPE: tl.constexpr, PREC: tl.constexpr, OFFS64: tl.constexpr, BLOCK_N: tl.constexpr,
+):
+    """Partial Σφ̃k vᵀ and Σφk over one chunk of tokens of one (b, h) → PART[b, h, chunk, :]."""
+    pid_h = tl.program_id(0)
+    pid_c = tl.program_id(1)
+    pid_b = tl.program_id(2)
+    offs_d = tl.arange(0, BD)
+    offs_e = tl.arange(0, BDV)
+    dmask = offs_d < D
+    emask = offs_e < DV
+    k_base = K + pid_b.to(tl.int64) * sk_b + pid_h.to(tl.int64) * sk_h
+    v_base = V + pid_b.to(tl.int64) * sv_b + pid_h.to(tl.int64) * sv_h
+    if ROPE:
+        freq = tl.load(FREQ + offs_d)
+    acc_c = tl.zeros((BD, BDV), dtype=tl.float32)
+    acc_s = tl.zeros((BD, BDV), dtype=tl.float32)
+    z_c = tl.zeros((BD,), dtype=tl.float32)
+    z_s = tl.zeros((BD,), dtype=tl.float32)
+    start = pid_c * CHUNK
+    end = tl.minimum(start + CHUNK, N)
+    for n0 in tl.range(start, end, BLOCK_N):
+        offs_n = n0 + tl.arange(0, BLOCK_N)
+        nmask = offs_n < end
+        rows = offs_n.to(tl.int64) if OFFS64 else offs_n
+        # Masked tokens and padded dims load as 0, and φ(0) = 0 (m = 0): they add nothing to S or z.
+        x = _load_tile(k_base, rows, sk_n, offs_d, sk_d, nmask[:, None] & dmask[None, :])
+        vv = _load_tile(v_base, rows, sv_n, offs_e, sv_d, nmask[:, None] & emask[None, :])
+        ss, r, dirn = _direction(x)
+        u, th_raw, th = _angle(dirn, alpha)
+        m = _key_mag(x, lam, LAM_INT)
+        c, s = _sincos_small(th)
+        z_c += tl.sum(m * c, axis=0)
+        z_s += tl.sum(m * s, axis=0)
+        if ROPE:  # S takes the rotated φ̃k, z the plain φk (RoPE acts on the numerator only)
+            c2, s2 = _sincos_any(th + _rope_angle(offs_n, W, freq, offs_d, D // 2))
+        else:
+            c2 = c
+            s2 = s
+        acc_c = tl.dot(tl.trans(m * c2), vv, acc_c, input_precision=PREC)
+        acc_s = tl.dot(tl.trans(m * s2), vv, acc_s, input_precision=PREC)
+    base = PART + ((pid_b * H + pid_h) * n_chunks + pid_c).to(tl.int64) * (2 * BD * BDV + 2 * BD)
+    se = offs_d[:, None] * BDV + offs_e[None, :]
+    tl.store(base + se, acc_c)
+    tl.store(base + BD * BDV + se, acc_s)
+    tl.store(base + 2 * BD * BDV + offs_d, z_c)
+    tl.store(base + 2 * BD * BDV + BD + offs_d, z_s)
+
+
+@triton.jit(do_not_specialize=["n_chunks"])
+def _combine(PART, OUT, n_chunks, scale, STATE: tl.constexpr, BLOCK: tl.constexpr, CB: tl.constexpr):
+    """OUT[bh, :] = scale · Σ_c PART[bh, c, :], summed in a fixed order (bitwise reproducible)."""
+    pid_bh = tl.program_id(0)
+    offs = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < STATE
+    base = PART + pid_bh.to(tl.int64) * n_chunks * STATE
+    acc = tl.zeros((BLOCK,), dtype=tl.float32)
+    for c0 in range(0, n_chunks, CB):  # CB chunks per load: many loads in flight instead of a serial chain
+        cs = c0 + tl.arange(0, CB)
+        x = tl.load(base + cs[:, None].to(tl.int64) * STATE + offs[None, :],
+                    mask=(cs < n_chunks)[:, None] & mask[None, :], other=0.0)
+        acc += tl.sum(x, axis=0)
+    tl.store(OUT + pid_bh.to(tl.int64) * STATE + offs, acc * scale, mask=mask)
+
+
+@triton.jit(do_not_specialize=["N", "W", "N_BUCKET"])
+def _fwd_map(
+    Q, STATE, FREQ, O,
+    N, W, H, CHUNK, N_BUCKET,
+    sq_b, sq_n, sq_h, sq_d, so_b, so_n, so_h, so_d,
+    alpha, lam, tau, eps,
+    D: tl.constexpr, DV: tl.constexpr, BD: tl.constexpr, BDV: tl.constexpr,
+    ROPE: tl.constexpr, PREC: tl.constexpr, OFFS64: tl.constexpr, BLOCK_N: tl.constexpr,
+):
+    """o = φ̃qᵀS / (φqᵀz + ε) for one chunk of queries of one (b, h); S, z stay in registers for the chunk."""
+    pid_h = tl.program_id(0)
+    pid_c = tl.program_id(1)
+    pid_b = tl.program_id(2)
+    offs_d = tl.arange(0, BD)
+    offs_e = tl.arange(0, BDV)
+    dmask = offs_d < D
+    emask = offs_e < DV
+    st = STATE + (pid_b * H + pid_h).to(tl.int64) * (2 * BD * BDV + 2 * BD)
+    se = offs_d[:, None] * BDV + offs_e[None, :]
+    s_c = tl.load(st + se)
+    s_s = tl.load(st + BD * BDV + se)
+    z_c = tl.load(st + 2 * BD * BDV + offs_d)
+    z_s = tl.load(st + 2 * BD * BDV + BD + offs_d)
+    q_base = Q + pid_b.to(tl.int64) * sq_b + pid_h.to(tl.int64) * sq_h
+    o_base = O + pid_b.to(tl.int64) * so_b + pid_h.to(tl.int64) * so_h
+    if ROPE:
+        freq = tl.load(FREQ + offs_d)
+    start = pid_c * CHUNK
+    end = tl.minimum(start + CHUNK, N)
+    for n0 in tl.range(start, end, BLOCK_N):
+        offs_n = n0 + tl.arange(0, BLOCK_N)
+        nmask = offs_n < end
+        rows = offs_n.to(tl.int64) if OFFS64 else offs_n
+        x = _load_tile(q_base, rows, sq_n, offs_d, sq_d, nmask[:, None] & dmask[None, :])
+        ss, r, dirn = _direction(x)
+        tn, p, l2, m = _query_mag(dirn, ss * r, lam, tau)
+        u, th_raw, th = _angle(dirn, alpha)
+        c, s = _sincos_small(th)
+        den = tl.sum(m * (c * z_c[None, :] + s * z_s[None, :]), axis=1) + eps
+        if ROPE:
+            c2, s2 = _sincos_any(th + _rope_angle(offs_n, W, freq, offs_d, D // 2))
+        else:
+            c2 = c
+            s2 = s
+        num = tl.dot(m * c2, s_c, input_precision=PREC)
+        num = tl.dot(m * s2, s_s, num, input_precision=PREC)
+        o = num / den[:, None]
+        tl.store(o_base + rows[:, None] * so_n + offs_e[None, :] * so_d, o.to(O.dtype.element_ty),
+                 mask=nmask[:, None] & emask[None, :])
+
+
+@triton.jit(do_not_specialize=["N", "W", "n_chunks", "N_BUCKET"])
+def _bwd_query(
+    Q, DO, STATE, FREQ, DQ, PART,
+    N, W, H, CHUNK, n_chunks, N_BUCKET,
+    sq_b, sq_n, sq_h, sq_d, sg_b, sg_n, sg_h, sg_d, sdq_b, sdq_n, sdq_h, sdq_d,
+    alpha, lam, tau, eps,
+    D: tl.constexpr, DV: tl.constexpr, BD: tl.constexpr, BDV: tl.constexpr,
+    ROPE: tl.constexpr, PREC: tl.constexpr, OFFS64: tl.constexpr, BLOCK_N: tl.constexpr,
+):
+    """Over one chunk of queries: dq (map), and partial dS = Σ φ̃q dnumᵀ, dz = Σ dden·φq (reduce) → PART."""
+    pid_h = tl.program_id(0)
+    pid_c = tl.program_id(1)
+    pid_b = tl.program_id(2)
+    offs_d = tl.arange(0, BD)
+    offs_e = tl.arange(0, BDV)
+    dmask = offs_d < D
+    emask = offs_e < DV
+    st = STATE + (pid_b * H + pid_h).to(tl.int64) * (2 * BD * BDV + 2 * BD)
+    se = offs_d[:, None] * BDV + offs_e[None, :]
+    s_c = tl.load(st + se)
+    s_s = tl.load(st + BD * BDV + se)
+    z_c = tl.load(st + 2 * BD * BDV + offs_d)
+    z_s = tl.load(st + 2 * BD * BDV + BD + offs_d)
+    s_cT = tl.trans(s_c)
+    s_sT = tl.trans(s_s)
+    q_base = Q + pid_b.to(tl.int64) * sq_b + pid_h.to(tl.int64) * sq_h
+    g_base = DO + pid_b.to(tl.int64) * sg_b + pid_h.to(tl.int64) * sg_h
+    dq_base = DQ + pid_b.to(tl.int64) * sdq_b + pid_h.to(tl.int64) * sdq_h
+    if ROPE:
+        freq = tl.load(FREQ + offs_d)
+    ds_c = tl.zeros((BD, BDV), dtype=tl.float32)
+    ds_s = tl.zeros((BD, BDV), dtype=tl.float32)
+    dz_c = tl.zeros((BD,), dtype=tl.float32)
+    dz_s = tl.zeros((BD,), dtype=tl.float32)
+    start = pid_c * CHUNK
+    end = tl.minimum(start + CHUNK, N)
+    for n0 in tl.range(start, end, BLOCK_N):
+        offs_n = n0 + tl.arange(0, BLOCK_N)
+        nmask = offs_n < end
+        rows = offs_n.to(tl.int64) if OFFS64 else offs_n
+        mask_d = nmask[:, None] & dmask[None, :]
+        x = _load_tile(q_base, rows, sq_n, offs_d, sq_d, mask_d)
+        # Masked tokens: g = 0 ⇒ dnum = dden = 0, so they add nothing to dS, dz (and dq is not stored).
+        g = _load_tile(g_base, rows, sg_n, offs_e, sg_d, nmask[:, None] & emask[None, :])
+        # ---- recompute the forward for this tile (o in float32, as the reference's autograd sees it)
+        ss, r, dirn = _direction(x)
+        nrm = ss * r
+        tn, p, l2, m = _query_mag(dirn, nrm, lam, tau)
+        u, th_raw, th = _angle(dirn, alpha)
+        c, s = _sincos_small(th)
+        phi_c = m * c
+        phi_s = m * s
+        den = tl.sum(phi_c * z_c[None, :] + phi_s * z_s[None, :], axis=1) + eps
+        if ROPE:
+            c2, s2 = _sincos_any(th + _rope_angle(offs_n, W, freq, offs_d, D // 2))
+            phi_c2 = m * c2
+            phi_s2 = m * s2
+        else:
+            c2 = c
+            s2 = s
+            phi_c2 = phi_c
+            phi_s2 = phi_s
+        num = tl.dot(phi_c2, s_c, input_precision=PREC)
+        num = tl.dot(phi_s2, s_s, num, input_precision=PREC)
+        rden = 1.0 / den
+        # ---- o = num/den
+        dnum = g * rden[:, None]                                  # (BLOCK_N, BDV)
+        dden = -tl.sum(g * num, axis=1) * rden * rden             # (BLOCK_N,)
+        ds_c = tl.dot(tl.trans(phi_c2), dnum, ds_c, input_precision=PREC)
+        ds_s = tl.dot(tl.trans(phi_s2), dnum, ds_s, input_precision=PREC)
+        dz_c += tl.sum(dden[:, None] * phi_c, axis=0)
+        dz_s += tl.sum(dden[:, None] * phi_s, axis=0)
+        # ---- ∂L/∂φ̃q = S·dnum, ∂L/∂φq = dden·z
+        gc2 = tl.dot(dnum, s_cT, input_precision=PREC)           # (BLOCK_N, BD)
+        gs2 = tl.dot(dnum, s_sT, input_precision=PREC)
+        gc = dden[:, None] * z_c[None, :]
+        gs = dden[:, None] * z_s[None, :]
+        dm, dth = _feature_grad_angle(m, c, s, c2, s2, gc, gs, gc2, gs2, ROPE)
+        # ---- θ = clamp((π/4)·tanh(α·dir)) and m = |dir|^p → ∂L/∂dir, ∂L/∂p
+        dth = tl.where(tl.abs(th_raw) <= 0.7852981633974483, dth, 0.0)
+        ddir = dth * (0.7853981633974483 * alpha) * (1.0 - u * u)
+        pos = dirn != 0
+        ddir += tl.where(pos, dm * p[:, None] * m / tl.where(pos, dirn, 1.0), 0.0)
+        dp = tl.sum(dm * m * l2, axis=1) * 0.6931471805599453     # m·ln|dir| = m·log2|dir|·ln 2; l2 = 0 at dir = 0
+        dnrm = dp * lam * (1.0 - tn * tn)
+        # ---- dir = x·r and ‖x‖ = Σx²·r, r = (Σx² + 1e-12)^(-1/2)
+        proj = tl.sum(ddir * dirn, axis=1)
+        dx = r[:, None] * (ddir - dirn * proj[:, None]) + (dnrm * r * (2.0 - ss * r * r))[:, None] * x
+        tl.store(dq_base + rows[:, None] * sdq_n + offs_d[None, :] * sdq_d, dx.to(DQ.dtype.element_ty), mask=mask_d)
+    base = PART + ((pid_b * H + pid_h) * n_chunks + pid_c).to(tl.int64) * (2 * BD * BDV + 2 * BD)
+    tl.store(base + se, ds_c)
+    tl.store(base + BD * BDV + se, ds_s)
+    tl.store(base + 2 * BD * BDV + offs_d, dz_c)
+    tl.store(base + 2 * BD * BDV + BD + offs_d, dz_s)
+
+
+@triton.jit(do_not_specialize=["N", "W", "N_BUCKET"])
+def _bwd_key(
+    K, V, DSTATE, FREQ, DK, DV_,
+    N, W, H, CHUNK, N_BUCKET,
+    sk_b, sk_n, sk_h, sk_d, sv_b, sv_n, sv_h, sv_d,
+    sdk_b, sdk_n, sdk_h, sdk_d, sdv_b, sdv_n, sdv_h, sdv_d,
+    alpha, lam,
+    D: tl.constexpr, DV: tl.constexpr, BD: tl.constexpr, BDV: tl.constexpr,
+    LAM_INT: tl.constexpr, ROPE: tl.constexpr, PREC: tl.constexpr, OFFS64: tl.constexpr, BLOCK_N: tl.constexpr,
+):
+    """Over one chunk of keys: dv = (dS/N)ᵀφ̃k, ∂L/∂φ̃k = (dS/N)·v, ∂L/∂φk = dz/N, chained into dk."""
+    pid_h = tl.program_id(0)
+    pid_c = tl.program_id(1)
+    pid_b = tl.program_id(2)
+    offs_d = tl.arange(0, BD)
+    offs_e = tl.arange(0, BDV)
+    dmask = offs_d < D
+    emask = offs_e < DV
+    st = DSTATE + (pid_b * H + pid_h).to(tl.int64) * (2 * BD * BDV + 2 * BD)
+    se = offs_d[:, None] * BDV + offs_e[None, :]
+    ds_c = tl.load(st + se)                                      # already scaled by 1/N
+    ds_s = tl.load(st + BD * BDV + se)
+    gc = tl.load(st + 2 * BD * BDV + offs_d)[None, :]            # ∂L/∂φk: the same for every key
+    gs = tl.load(st + 2 * BD * BDV + BD + offs_d)[None, :]
+    ds_cT = tl.trans(ds_c)
+    ds_sT = tl.trans(ds_s)
+    k_base = K + pid_b.to(tl.int64) * sk_b + pid_h.to(tl.int64) * sk_h
+    v_base = V + pid_b.to(tl.int64) * sv_b + pid_h.to(tl.int64) * sv_h
+    dk_base = DK + pid_b.to(tl.int64) * sdk_b + pid_h.to(tl.int64) * sdk_h
+    dv_base = DV_ + pid_b.to(tl.int64) * sdv_b + pid_h.to(tl.int64) * sdv_h
+    if ROPE:
+        freq = tl.load(FREQ + offs_d)
+    start = pid_c * CHUNK
+    end = tl.minimum(start + CHUNK, N)
+    for n0 in tl.range(start, end, BLOCK_N):
+        offs_n = n0 + tl.arange(0, BLOCK_N)
+        nmask = offs_n < end
+        rows = offs_n.to(tl.int64) if OFFS64 else offs_n
+        mask_d = nmask[:, None] & dmask[None, :]
+        mask_e = nmask[:, None] & emask[None, :]
+        x = _load_tile(k_base, rows, sk_n, offs_d, sk_d, mask_d)
+        vv = _load_tile(v_base, rows, sv_n, offs_e, sv_d, mask_e)
+        ss, r, dirn = _direction(x)
+        u, th_raw, th = _angle(dirn, alpha)
+        m = _key_mag(x, lam, LAM_INT)
+        c, s = _sincos_small(th)
+        if ROPE:
+            c2, s2 = _sincos_any(th + _rope_angle(offs_n, W, freq, offs_d, D // 2))
+        else:
+            c2 = c
+            s2 = s
+        dv = tl.dot(m * c2, ds_c, input_precision=PREC)
+        dv = tl.dot(m * s2, ds_s, dv, input_precision=PREC)
+        tl.store(dv_base + rows[:, None] * sdv_n + offs_e[None, :] * sdv_d, dv.to(DV_.dtype.element_ty), mask=mask_e)
+        gc2 = tl.dot(vv, ds_cT, input_precision=PREC)            # (BLOCK_N, BD)
+        gs2 = tl.dot(vv, ds_sT, input_precision=PREC)
+        dm, dth = _feature_grad_angle(m, c, s, c2, s2, gc, gs, gc2, gs2, ROPE)
+        dth = tl.where(tl.abs(th_raw) <= 0.7852981633974483, dth, 0.0)
+        ddir = dth * (0.7853981633974483 * alpha) * (1.0 - u * u)
+        proj = tl.sum(ddir * dirn, axis=1)
+        dx = r[:, None] * (ddir - dirn * proj[:, None]) + dm * _key_mag_grad(x, lam, LAM_INT)
+        tl.store(dk_base + rows[:, None] * sdk_n + offs_d[None, :] * sdk_d, dx.to(DK.dtype.element_ty), mask=mask_d)
+
+
+# ================================================================================================== autotune
+# Few configs; the key buckets the token count (next power of two of B·N·H) so a new image size in a fresh
+# process reuses the tuning of its bucket. Register pressure grows with BLOCK_N·BD (the backward holds ~2× the
+# tiles of the forward), hence the pruning.
+
+_FWD_CONFIGS = [
+    triton.Config({"BLOCK_N": 64}, num_warps=4, num_stages=2),
+    triton.Config({"BLOCK_N": 128}, num_warps=4, num_stages=2),
+    triton.Config({"BLOCK_N": 64}, num_warps=8, num_stages=2),
+    triton.Config({"BLOCK_N": 128}, num_warps=8, num_stages=2),
+    triton.Config({"BLOCK_N": 256}, num_warps=8, num_stages=2),
+]
+_BWD_CONFIGS = [  # ~30 live (BLOCK_N, BD) float32 tiles in the backward: fewer tokens per thread
+    triton.Config({"BLOCK_N": 32}, num_warps=4, num_stages=2),
+    triton.Config({"BLOCK_N": 64}, num_warps=4, num_stages=2),
+    triton.Config({"BLOCK_N": 64}, num_warps=8, num_stages=2),
+    triton.Config({"BLOCK_N": 128}, num_warps=8, num_stages=2),
+]
+_MAX_BLOCK_N = 256  # chunks are multiples of this, so every config tiles a chunk exactly
+_TUNE_KEY = ["N_BUCKET", "D", "DV", "ROPE"]
+
+
+def _per_thread(c, bd: int) -> int:
+    return c.kwargs["BLOCK_N"] * bd // (32 * c.num_warps)
+
+
+def _prune(limit: int):
+    # Elements of one (BLOCK_N, BD) tile per thread. From ptxas on sm_90 (D = 16): the forward kernels stay
+    # at 70-190 registers without spills up to 16, the backward query kernel reaches 255 registers at 8 and spills
+    # beyond. Configs over the limit are dropped; if none is left, the leanest one runs.
+    def prune(configs, named_args, **kwargs):
+        bd = max(kwargs.get("BD", 16), kwargs.get("BDV", 16))
+        kept = [c for c in configs if _per_thread(c, bd) <= limit]
+        return kept or [min(configs, key=lambda c: (_per_thread(c, bd), -c.num_warps))]
+
+    return prune
+
+
+def _autotune_kwargs() -> dict:
+    # Short benchmarks (the kernels run in tens of µs) and, where this Triton has it, the on-disk cache of
+    # tuning results so a fresh process does not tune again.
+    params = inspect.signature(triton.autotune).parameters
+    kw: dict[str, Any] = {}
+    if "do_bench" in params:
+        kw["do_bench"] = lambda fn, quantiles: triton.testing.do_bench(fn, warmup=5, rep=20, quantiles=quantiles)
+    if "cache_results" in params:
+        kw["cache_results"] = True
+    return kw
+
+
+def _tuned(kernel, configs, limit: int):
+    return triton.autotune(configs=configs, key=_TUNE_KEY, prune_configs_by={"early_config_prune": _prune(limit)},
+                           **_autotune_kwargs())(kernel)
+
+
+_fwd_reduce_tuned = _tuned(_fwd_reduce, _FWD_CONFIGS, 16)
+_fwd_map_tuned = _tuned(_fwd_map, _FWD_CONFIGS, 16)
+_bwd_query_tuned = _tuned(_bwd_query, _BWD_CONFIGS, 8)
+_bwd_key_tuned = _tuned(_bwd_key, _BWD_CONFIGS, 8)
+
+# Programs per SM and pass: several waves balance the load and keep enough loads in flight to hide HBM latency;
+# the cost is the partial buffer (one 2·BD·BDV + 2·BD float32 state per chunk, ~1-2% of the traffic at 518K).
+_PROGRAMS_PER_SM = 8
+
+
+# ================================================================================================ host side
+
+
+def _pow2(n: int) -> int:
+    return 1 << max(0, (int(n) - 1).bit_length())
+
+
+@functools.lru_cache(maxsize=16)
+def _sm_count(device_index: int) -> int:
+    return torch.cuda.get_device_properties(device_index).multi_processor_count
+
+
+def _plan(n: int, bh: int, device: torch.device) -> tuple[int, int]:
+    """(tokens per program, number of chunks) for a pass over n tokens of bh (batch, head) pairs."""
+    if _CONFIG is not None:
+        chunk = int(_CONFIG["CHUNK"])
+        assert chunk % int(_CONFIG["BLOCK_N"]) == 0, "CHUNK must be a multiple of BLOCK_N"
+    else:
+        sms = _sm_count(device.index if device.index is not None else torch.cuda.current_device()) \
+            if device.type == "cuda" else 2
+        target = max(1, -(-sms * _PROGRAMS_PER_SM // bh))  # chunks per (b, h)
+        chunk = -(-n // target)
+        chunk = max(_MAX_BLOCK_N, -(-chunk // _MAX_BLOCK_N) * _MAX_BLOCK_N)
+    return chunk, -(-n // chunk)
+
+
+def _launch(tuned, plain, grid, *args, **meta):
+    if _CONFIG is not None or _INTERPRET:
+        cfg = _CONFIG or {"BLOCK_N": 64, "num_warps": 4}
+        plain[grid](*args, **meta, BLOCK_N=int(cfg["BLOCK_N"]), num_warps=int(cfg.get("num_warps", 4)))
+    else:
+        tuned[grid](*args, **meta)
+
+
+def _empty(shape, dtype, device) -> Tensor:
+    t = torch.empty(shape, dtype=dtype, device=device)
+    if _OUT_FILL is not None:
+        t.fill_(_OUT_FILL)
+    return t
+
+
+@functools.lru_cache(maxsize=32)
+def _rope_freq(d: int, bd: int, base: float, device: torch.device) -> Tensor:
+    """ω per angle slot, (BD,) float32: slots j < D/2 and D/2 + j share ω_j = base^(−j/(D/2)); 0 beyond (odd D's
+    last angle and padding). Same expression and device as rope_angles() in the reference, same rounding."""
+    half = d // 2
+    freq = base ** (-torch.arange(half, dtype=torch.float32, device=device) / half)
+    out = torch.zeros(bd, dtype=torch.float32, device=device)
+    out[:half] = freq
+    out[half:2 * half] = freq
+    return out
+
+
+def _precision(*tensors: Tensor) -> str:
+    forced = os.environ.get("NALASR_DOT_PRECISION")
+    if forced:
+        if forced not in ("ieee", "tf32", "tf32x3"):
+            raise ValueError(f"NALASR_DOT_PRECISION={forced!r}: use ieee, tf32 or tf32x3")
+        return forced
+    return "tf32x3" if all(t.dtype == torch.float32 for t in tensors) else "tf32"
+
+
+def _lam_int(lam: float) -> int:
+    return int(lam) if lam in (1.0, 2.0, 3.0, 4.0) else 0
+
+
+def _dims(q: Tensor, v: Tensor) -> tuple[int, int, int, int, int, int, int]:
+    b, n, h, d = q.shape
+    dv = v.shape[-1]
+    bd, bdv = max(16, _pow2(d)), max(16, _pow2(dv))  # tl.dot needs ≥ 16 along every axis
+    return b, n, h, d, dv, bd, bdv
+
+
+def _offs64(n: int, *tensors: Tensor) -> bool:
+    """True when a token/dim offset inside one (b, h) slab of any tensor could exceed int32."""
+    return any((n - 1) * abs(t.stride(1)) + (t.shape[-1] - 1) * abs(t.stride(3)) >= 2**31 - 1 for t in tensors)
+
+
+def _state_size(bd: int, bdv: int) -> int:
+    return 2 * bd * bdv + 2 * bd
+
+
+def _device_guard(t: Tensor):
+    return torch.cuda.device(t.device) if t.is_cuda else _NullCtx()
+
+
+class _NullCtx:
+    def __enter__(self):
+        return None
+
+    def __exit__(self, *exc):
+        return False
+
+
+def _combine_launch(part: Tensor, out: Tensor, bh: int, n_chunks: int, scale: float, state: int) -> None:
+    block = 128
+    _combine[(bh, triton.cdiv(state, block))](part, out, n_chunks, scale, STATE=state, BLOCK=block, CB=32,
+                                                num_warps=4)
+
+
+def nala_forward(q: Tensor, k: Tensor, v: Tensor, lam: float, tau: float, alpha: float, eps: float,
+                 rope_h: int, rope_w: int, rope_base: float) -> tuple[Tensor, Tensor]:
+    """o (B, N, H, Dv) contiguous in q's dtype, and the float32 state (B, H, 2·BD·BDV + 2·BD) = (S, z)."""
+    b, n, h, d, dv, bd, bdv = _dims(q, v)
+    state_n = _state_size(bd, bdv)
+    rope = rope_h > 0
+    dev = q.device
+    o = _empty((b, n, h, dv), q.dtype, dev)
+    state = _empty((b, h, state_n), torch.float32, dev)
+    prec = _precision(q, k, v)
+    freq = _rope_freq(d, bd, float(rope_base), dev) if rope else state
+    bucket = _pow2(b * n * h)
+    with _device_guard(q):
+        chunk, n_chunks = _plan(n, b * h, dev)
+        part = _empty((b * h * n_chunks * state_n,), torch.float32, dev)
+        _launch(_fwd_reduce_tuned, _fwd_reduce, (h, n_chunks, b),
+                k, v, freq, part, n, max(rope_w, 1), h, chunk, n_chunks, bucket,
+                *k.stride(), *v.stride(), float(alpha), float(lam),
+                D=d, DV=dv, BD=bd, BDV=bdv, LAM_INT=_lam_int(lam), ROPE=rope, PREC=prec, OFFS64=_offs64(n, k, v))
+        _combine_launch(part, state, b * h, n_chunks, 1.0 / n, state_n)
+        _launch(_fwd_map_tuned, _fwd_map, (h, n_chunks, b),
+                q, state, freq, o, n, max(rope_w, 1), h, chunk, bucket,
+                *q.stride(), *o.stride(), float(alpha), float(lam), float(tau), float(eps),
+                D=d, DV=dv, BD=bd, BDV=bdv, ROPE=rope, PREC=prec, OFFS64=_offs64(n, q, o))
+    return o, state
+
+
+def nala_backward(do: Tensor, q: Tensor, k: Tensor, v: Tensor, state: Tensor, lam: float, tau: float, alpha: float,
+                  eps: float, rope_h: int, rope_w: int, rope_base: float) -> tuple[Tensor, Tensor, Tensor]:
+    """dq, dk, dv (contiguous, in the dtypes of q, k, v) from dO = ∂L/∂o and the forward's state."""
+    b, n, h, d, dv, bd, bdv = _dims(q, v)
+    state_n = _state_size(bd, bdv)
+    rope = rope_h > 0
+    dev = q.device
+    dq = _empty(q.shape, q.dtype, dev)
+    dk = _empty(k.shape, k.dtype, dev)
+    dvv = _empty(v.shape, v.dtype, dev)
+    dstate = _empty((b, h, state_n), torch.float32, dev)
+    prec = _precision(q, k, v)
+    freq = _rope_freq(d, bd, float(rope_base), dev) if rope else state
+    bucket = _pow2(b * n * h)
+    with _device_guard(q):
+        chunk, n_chunks = _plan(n, b * h, dev)
+        part = _empty((b * h * n_chunks * state_n,), torch.float32, dev)
+        _launch(_bwd_query_tuned, _bwd_query, (h, n_chunks, b),
+                q, do, state, freq, dq, part, n, max(rope_w, 1), h, chunk, n_chunks, bucket,
+                *q.stride(), *do.stride(), *dq.stride(), float(alpha), float(lam), float(tau), float(eps),
+                D=d, DV=dv, BD=bd, BDV=bdv, ROPE=rope, PREC=prec, OFFS64=_offs64(n, q, do, dq))
+        _combine_launch(part, dstate, b * h, n_chunks, 1.0 / n, state_n)
+        _launch(_bwd_key_tuned, _bwd_key, (h, n_chunks, b),
+                k, v, dstate, freq, dk, dvv, n, max(rope_w, 1), h, chunk, bucket,
+                *k.stride(), *v.stride(), *dk.stride(), *dvv.stride(), float(alpha), float(lam),
+                D=d, DV=dv, BD=bd, BDV=bdv, LAM_INT=_lam_int(lam), ROPE=rope, PREC=prec,
+                OFFS64=_offs64(n, k, v, dk, dvv))
+    return dq, dk, dvv
+
+
+# ============================================================================================ torch binding
+# Custom ops make the kernels opaque to torch.compile (no graph break around the Triton launches, and the
+# fake implementations give shapes without running anything); the autograd.Function ties them together.
+
+
+@torch.library.custom_op("nalasr_kernels::nala_fwd", mutates_args=())
+def _nala_fwd_op(q: Tensor, k: Tensor, v: Tensor, lam: float, tau: float, alpha: float, eps: float,
+                 rope_h: int, rope_w: int, rope_base: float) -> tuple[Tensor, Tensor]:
+    return nala_forward(q, k, v, lam, tau, alpha, eps, rope_h, rope_w, rope_base)
+
+
+@_nala_fwd_op.register_fake
+def _(q, k, v, lam, tau, alpha, eps, rope_h, rope_w, rope_base):
+    b, n, h, d, dv, bd, bdv = _dims(q, v)
+    return q.new_empty((b, n, h, dv)), q.new_empty((b, h, _state_size(bd, bdv)), dtype=torch.float32)
+
+
+@torch.library.custom_op("nalasr_kernels::nala_bwd", mutates_args=())
+def _nala_bwd_op(do: Tensor, q: Tensor, k: Tensor, v: Tensor, state: Tensor, lam: float, tau: float, alpha: float,
+                 eps: float, rope_h: int, rope_w: int, rope_base: float) -> tuple[Tensor, Tensor, Tensor]:
+    return nala_backward(do, q, k, v, state, lam, tau, alpha, eps, rope_h, rope_w, rope_base)
+
+
+@_nala_bwd_op.register_fake
+def _(do, q, k, v, state, lam, tau, alpha, eps, rope_h, rope_w, rope_base):
+    return (q.new_empty(q.shape), k.new_empty(k.shape), v.new_empty(v.shape))
+
+
+def _traced(*tensors: Tensor) -> bool:
+    """True under torch.compile / export / any tracing dispatch mode: go through the custom op there. Plain
+    eager calls skip the custom-op dispatcher, which costs ~10-15 µs a call (felt at small token counts)."""
+    if torch.compiler.is_compiling() or torch._C._len_torch_dispatch_stack() > 0:
+        return True
+    return any(type(t) not in (torch.Tensor, torch.nn.Parameter) for t in tensors)
+
+
+class NalaAttentionFunction(torch.autograd.Function):
+    """o = NaLa(q, k, v); backward gives dq, dk, dv (the hyper-parameters are constants, not learnable)."""
+
+    @staticmethod
+    def forward(ctx, q, k, v, lam, tau, alpha, eps, rope_h, rope_w, rope_base):
+        fwd = _nala_fwd_op if _traced(q, k, v) else nala_forward
+        o, state = fwd(q, k, v, lam, tau, alpha, eps, rope_h, rope_w, rope_base)
+        ctx.save_for_backward(q, k, v, state)
+        ctx.hyper = (lam, tau, alpha, eps, rope_h, rope_w, rope_base)
+        return o
+
+    @staticmethod
+    def backward(ctx, do):
+        q, k, v, state = ctx.saved_tensors
+        bwd = _nala_bwd_op if _traced(do, q, k, v) else nala_backward
+        dq, dk, dv = bwd(do, q, k, v, state, *ctx.hyper)
+        return dq, dk, dv, None, None, None, None, None, None, None
+
+
+_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
+
+
+def nala_attention_triton(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    params: Any = None,
+    rope_hw: tuple[int, int] | None = None,
+    rope_base: float = 100.0,
+) -> Tensor:
+    """Fused NaLa attention, same contract as ``nalasr.ops.nala.nala_attention_reference``.
+
+    Args:
+        q, k: (B, N, H, D); v: (B, N, H, Dv); fp16/bf16/fp32, any strides (strided views of one Linear output
+            are read in place, never copied). 1 ≤ D, Dv ≤ 64 (tested 16–64).
+        params: any object with float attributes lam, tau, alpha, eps; None for the defaults (3, 0.5, 1, 1e-6).
+        rope_hw: (rows, cols) of the token grid, rows·cols = N, for 2-D RoPE on the numerator; None for none.
+    Returns:
+        o: (B, N, H, Dv), contiguous, in q's dtype. Differentiable in q, k, v.
+    """
+    if q.dim() != 4 or q.shape != k.shape or q.shape[:3] != v.shape[:3]:
+        raise ValueError(f"q, k, v must be (B, N, H, D) alike, got {tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}")
+    if not (q.device == k.device == v.device):
+        raise ValueError(f"q, k, v must be on one device, got {q.device}, {k.device}, {v.device}")
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        if t.dtype not in _DTYPES:
+            raise TypeError(f"{name} is {t.dtype}; the kernel takes float16, bfloat16 or float32")
+    if not (1 <= q.shape[-1] <= 64 and 1 <= v.shape[-1] <= 64):
+        raise ValueError(f"head dims must be in 1..64, got D={q.shape[-1]}, Dv={v.shape[-1]}")
+    hp = {name: float(getattr(params, name, default)) if params is not None else default
+          for name, default in _DEFAULTS.items()}
+    n = q.shape[1]
+    if rope_hw is not None:
+        rh, rw = int(rope_hw[0]), int(rope_hw[1])
+        if rh * rw != n or rh < 1:
+            raise ValueError(f"rope_hw {tuple(rope_hw)} has {rh * rw} positions but there are {n} tokens")
+    else:
+        rh = rw = 0
+    if q.numel() == 0 or v.numel() == 0:  # nothing to attend over / to: an empty or zero result, no launch
+        return q.new_zeros(v.shape, dtype=q.dtype) + 0 * (q.sum() + k.sum() + v.sum()).to(q.dtype)
+    return NalaAttentionFunction.apply(q, k, v, hp["lam"], hp["tau"], hp["alpha"], hp["eps"], rh, rw,
+                                       float(rope_base))

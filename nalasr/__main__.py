@@ -1,0 +1,3 @@
+from nalasr.cli import main
+
+main()

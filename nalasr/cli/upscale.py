@@ -1,0 +1,140 @@
+"""``nalasr upscale``: parse the arguments, run :func:`nalasr.upscaling.upscale_paths`, report."""
+
+from __future__ import annotations
+
+import json
+from enum import Enum
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from ..errors import BatchFailures, InputError
+from ..imageio import DEFAULT_MAX_PIXELS, DEFAULT_QUALITY, EXTENSIONS
+from ..model import VARIANTS
+from ..ops import BACKENDS
+from ..runtime import set_threads
+from ..upscaling import BatchReport, ItemResult, upscale_paths
+from .app import app, console, out
+
+# Enums rather than Literal: choices in --help with every Typer version the project allows.
+Precision = Enum("Precision", {p: p for p in ("auto", "fp32", "fp16", "bf16")}, type=str)  # type: ignore[misc]
+AttentionBackend = Enum("AttentionBackend", {b: b for b in BACKENDS}, type=str)  # type: ignore[misc]
+Ext = Enum("Ext", {e[1:]: e[1:] for e in EXTENSIONS}, type=str)  # type: ignore[misc]
+Variant = Enum("Variant", {v: v for v in VARIANTS}, type=str)  # type: ignore[misc]
+
+
+@app.command("upscale")
+def upscale_command(
+    inputs: Annotated[list[str], typer.Argument(
+        metavar="INPUT", show_default=False,
+        help="Image files (read by content), folders, or globs such as 'photos/*.jpg' (quote them).")],
+    scale: Annotated[int, typer.Option("--scale", "-s", min=2, max=4, help="Upscaling factor: 2, 3 or 4.")] = 4,
+    output: Annotated[Optional[str], typer.Option(
+        "--output", "-o", show_default=False,
+        help="Output folder (created; mirrors subfolders with --recursive), or a file path for one input file. "
+             "Default: beside each input.")] = None,
+    weights: Annotated[Optional[Path], typer.Option(
+        "--weights", show_default=False, help="A NaLaSR weights file instead of the shipped weights.")] = None,
+    variant: Annotated[Optional[Variant], typer.Option(
+        "--variant", show_default=False, help="Which shipped model (default: the default variant).")] = None,
+    device: Annotated[str, typer.Option("--device", help="auto, cpu, cuda or cuda:N.")] = "auto",
+    precision: Annotated[Precision, typer.Option(
+        "--precision", help="auto = fp16 on CUDA, fp32 on CPU. A non-finite half-precision output is redone in fp32.")
+    ] = Precision("auto"),
+    threads: Annotated[Optional[int], typer.Option(
+        "--threads", min=1, show_default=False, help="CPU threads for PyTorch (default: PyTorch's choice).")] = None,
+    recursive: Annotated[bool, typer.Option("--recursive", "-r", help="Include subfolders of folder inputs.")] = False,
+    ext: Annotated[Optional[Ext], typer.Option(
+        "--ext", show_default=False, case_sensitive=False,
+        help="Output format by extension (default: the input's).")] = None,
+    quality: Annotated[int, typer.Option(
+        "--quality", "-q", min=1, max=100, help="JPEG/WebP quality.")] = DEFAULT_QUALITY,
+    skip_existing: Annotated[bool, typer.Option("--skip-existing", help="Leave existing outputs alone.")] = False,
+    overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace existing outputs (never an input).")] = False,
+    max_pixels: Annotated[int, typer.Option(
+        "--max-pixels", min=1, help="Refuse larger inputs (decompression-bomb guard).")] = DEFAULT_MAX_PIXELS,
+    as_json: Annotated[bool, typer.Option("--json", help="Print machine-readable results on stdout.")] = False,
+    attention_backend: Annotated[AttentionBackend, typer.Option(
+        "--attention-backend", help="auto = fused Triton kernel on CUDA when available, else the PyTorch reference.")
+    ] = AttentionBackend("auto"),
+) -> None:
+    """Upscale images, whole (never tiled), and report size, latency and peak memory for each."""
+    if skip_existing and overwrite:
+        raise InputError("--skip-existing and --overwrite contradict each other: pick one")
+    set_threads(threads)
+    progress = _progress(enabled=console.is_terminal and not as_json)
+    with progress:
+        task = progress.add_task("upscaling", total=None)
+        report = upscale_paths(
+            inputs, output, scale=scale, weights=weights, variant=variant.value if variant else None,
+            device=device, precision=precision.value, attention_backend=attention_backend.value,
+            recursive=recursive, ext=ext.value if ext else None, quality=quality,
+            existing="skip" if skip_existing else "overwrite" if overwrite else "fail", max_pixels=max_pixels,
+            on_start=lambda n: progress.update(task, total=n),
+            on_item=lambda item: _live(progress, task, item),
+        )
+    if as_json:
+        out.print(json.dumps(report.to_dict(), indent=2), markup=False, highlight=False, emoji=False, soft_wrap=True)
+    else:
+        out.print(_table(report))
+    failures = report.failures
+    for item in failures:
+        console.print(f"[red]failed:[/] {item.error}", markup=True, highlight=False, soft_wrap=True)
+    if failures:
+        raise BatchFailures(f"{len(failures)} of {len(report.items)} inputs failed (listed above)")
+
+
+def _progress(enabled: bool) -> Progress:
+    return Progress(
+        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+        console=console, transient=True, disable=not enabled,
+    )
+
+
+def _live(progress: Progress, task, item: ItemResult) -> None:  # noqa: ANN001 (rich's TaskID)
+    """Advance the bar; notes (format limits, precision fallback) are said as they happen."""
+    progress.advance(task)
+    for note in item.notes:
+        progress.console.print(f"[yellow]note:[/] {item.input}: {note}", highlight=False, soft_wrap=True)
+
+
+def _table(report: BatchReport) -> Table:
+    table = Table(title=f"nalasr upscale x{report.scale}", title_justify="left")
+    for col, justify in (("input", "left"), ("size", "left"), ("model ms", "right"), ("total ms", "right"),
+                         ("peak mem", "right"), ("output", "left")):
+        table.add_column(col, justify=justify, overflow="fold")  # type: ignore[arg-type]
+    kinds = set()
+    for item in report.items:
+        sizes = f"{_wxh(item.input_size)}→{_wxh(item.output_size)}" if item.output_size else _wxh(item.input_size)
+        if item.status == "ok":
+            result = item.output or ""
+            if item.fell_back:
+                result += f" ({item.precision} fallback)"
+        elif item.status == "skipped":
+            result = f"skipped, exists: {item.output}"
+        else:
+            result = "[red]failed[/]"
+        if item.memory_kind:
+            kinds.add(item.memory_kind)
+        table.add_row(item.input, sizes, _num(item.model_ms), _num(item.total_ms), _mem(item.peak_memory_bytes), result)
+    counts = ", ".join(f"{report.count(s)} {s}" for s in ("ok", "skipped", "failed"))
+    memory = {"cuda-allocated": "CUDA peak allocated", "cpu-rss": "peak RSS growth"}
+    peak = f"; peak mem = {' / '.join(memory.get(k, k) for k in sorted(kinds))} in the forward" if kinds else ""
+    table.caption = f"{counts} in {report.wall_s:.2f} s on {report.device}, {report.precision}{peak}\n" \
+                    f"weights: {report.weights or 'given model'}"
+    return table
+
+
+def _wxh(size: tuple[int, int] | None) -> str:
+    return f"{size[0]}x{size[1]}" if size else "-"
+
+
+def _num(ms: float | None) -> str:
+    return "-" if ms is None else f"{ms:,.1f}"
+
+
+def _mem(nbytes: int | None) -> str:
+    return "-" if nbytes is None else f"{nbytes / 2**20:,.1f} MiB"

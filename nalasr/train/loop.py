@@ -1,0 +1,352 @@
+"""The training loop: one process, or one per GPU under ``torchrun`` (DistributedDataParallel).
+
+What makes it fast on a GPU: images live on the device and LR patches are made there in one batched
+matmul resize; the trunk is ``torch.compile``d; bf16 autocast; the loss is read back to the host only
+every ``log_every`` steps. What makes it safe: atomic checkpoints of everything (model, EMA, optimiser,
+step, data generator, RNG states), so a killed run resumes exactly where its last checkpoint was.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import json
+import math
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from ..errors import InputError
+from ..fsutil import atomic_write_bytes
+from ..model import config_for
+from ..runtime import resolve_device
+from ..weights import load_weights, save_weights, shipped_name
+from .checkpoint import list_checkpoints, load_latest, mark_best, save_checkpoint
+from .config import TrainConfig, to_toml
+from .data import PatchSampler, decode_rgb, find_images
+from .multiscale import MultiScaleNaLaSR
+from .validate import Validator
+
+AUTOCAST = {"bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+@dataclass
+class TrainResult:
+    step: int
+    out: Path
+    best_psnr: dict[str, float] = field(default_factory=dict)
+    exported: list[Path] = field(default_factory=list)
+    steps_per_s: float = 0.0
+
+
+# ---------------------------------------------------------------------------------------- distributed
+
+
+@dataclass
+class Dist:
+    rank: int = 0
+    world: int = 1
+    local_rank: int = 0
+
+    @property
+    def main(self) -> bool:
+        return self.rank == 0
+
+
+def _init_dist(device_pref: str) -> tuple[Dist, torch.device]:
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    if world == 1:
+        return Dist(), resolve_device(device_pref)
+    rank, local = int(os.environ["RANK"]), int(os.environ.get("LOCAL_RANK", "0"))
+    use_cuda = torch.cuda.is_available() and device_pref != "cpu"
+    if use_cuda:
+        torch.cuda.set_device(local)
+    dist.init_process_group("nccl" if use_cuda else "gloo")
+    return Dist(rank, world, local), torch.device(f"cuda:{local}" if use_cuda else "cpu")
+
+
+# ------------------------------------------------------------------------------------------- schedule
+
+
+def lr_at(step: int, cfg: TrainConfig) -> float:
+    """Learning rate as a pure function of the step: resuming with a longer ``steps`` just extends it."""
+    if step < cfg.warmup:
+        return cfg.lr * (step + 1) / cfg.warmup
+    if cfg.schedule == "multistep":
+        return cfg.lr * 0.5 ** sum(step >= m for m in cfg.milestones)
+    t = min(1.0, (step - cfg.warmup) / max(1, cfg.steps - cfg.warmup))
+    return cfg.min_lr + 0.5 * (cfg.lr - cfg.min_lr) * (1 + math.cos(math.pi * t))
+
+
+def loss_fn(sr: Tensor, hr: Tensor, fft_weight: float) -> Tensor:
+    loss = F.l1_loss(sr, hr)
+    if fft_weight:
+        loss = loss + fft_weight * F.l1_loss(torch.fft.rfft2(sr).abs(), torch.fft.rfft2(hr).abs())
+    return loss
+
+
+# ------------------------------------------------------------------------------------------- the loop
+
+
+class Trainer:
+    def __init__(self, cfg: TrainConfig, *, resume: bool = False, log: Callable[[str], None] = print) -> None:
+        cfg.validate()
+        self.cfg, self.log = cfg, log
+        self.dist, self.device = _init_dist(cfg.device)
+        if cfg.batch % self.dist.world:
+            raise InputError(f"batch {cfg.batch} does not split over {self.dist.world} processes")
+        self.out = Path(cfg.out)
+        self.ckpt_dir = self.out / "checkpoints"
+        if list_checkpoints(self.ckpt_dir) and not resume:
+            raise InputError(f"{self.out} already holds checkpoints: pass --resume to continue, or another --out")
+        torch.manual_seed(cfg.seed + self.dist.rank)
+
+        mcfg = config_for(cfg.variant, cfg.scales[0], **cfg.model_overrides)
+        self.model = MultiScaleNaLaSR(mcfg, cfg.scales).to(self.device)
+        if cfg.init and not resume:
+            done = self.model.init_from(load_weights(cfg.init))
+            log(f"initialised the trunk from {cfg.init} (upsamplers: {done or 'none'})")
+        for m in self.model.modules():
+            if hasattr(m, "backend"):
+                m.backend = cfg.attention_backend
+        self.ema = copy.deepcopy(self.model).requires_grad_(False) if cfg.ema else None
+        opt_cls = torch.optim.AdamW if cfg.optimizer == "adamw" else torch.optim.Adam
+        self.opt = opt_cls(self.model.parameters(), lr=cfg.lr, betas=tuple(cfg.betas), weight_decay=cfg.weight_decay,
+                           fused=self.device.type == "cuda")
+        self.step = 0
+        self.best: dict[str, float] = {}
+        self.history: list[dict[str, Any]] = []  # validation records
+
+        images = [im for im in (decode_rgb(p) for p in find_images(cfg.data)) if im is not None]
+        self.sampler = PatchSampler(images, patch=cfg.patch, device=self.device, seed=cfg.seed,
+                                    quantize_lr=cfg.quantize_lr, rank=self.dist.rank, world=self.dist.world)
+        self.n_images = len(images)
+        if resume:
+            self._restore()
+
+        net: nn.Module = self.model
+        if self.dist.world > 1:
+            net = nn.parallel.DistributedDataParallel(net, device_ids=[self.device.index] if self.device.type == "cuda" else None)
+        if cfg.compile and self.device.type == "cuda":
+            net = torch.compile(net)
+        self.net = net
+        self.validator = Validator(cfg.val_set, cfg.scales, cfg.data_root, self.device) if cfg.val_set and self.dist.main else None
+
+    # -------------------------------------------------------------------------------------- state
+
+    def state(self) -> dict[str, Any]:
+        return {
+            "format": "nalasr-checkpoint/1",
+            "config": self.cfg.to_dict(),
+            "model_config": self.model.cfg.to_dict(),
+            "step": self.step,
+            "model": self.model.state_dict(),
+            "ema": self.ema.state_dict() if self.ema else None,
+            "optimizer": self.opt.state_dict(),
+            "sampler": self.sampler.state_dict(),
+            "torch_rng": torch.get_rng_state(),
+            "cuda_rng": torch.cuda.get_rng_state(self.device) if self.device.type == "cuda" else None,
+            "best": self.best,
+            "history": self.history,
+        }
+
+    def _restore(self) -> None:
+        found = load_latest(self.ckpt_dir)
+        if found is None:
+            self.log(f"no checkpoint in {self.ckpt_dir}: starting from step 0")
+            return
+        state, path = found
+        self.model.load_state_dict(state["model"])
+        if self.ema is not None and state["ema"] is not None:
+            self.ema.load_state_dict(state["ema"])
+        self.opt.load_state_dict(state["optimizer"])
+        self.sampler.load_state_dict(state["sampler"])
+        torch.set_rng_state(state["torch_rng"])
+        if state["cuda_rng"] is not None and self.device.type == "cuda":
+            torch.cuda.set_rng_state(state["cuda_rng"], self.device)
+        self.step, self.best, self.history = state["step"], state["best"], state["history"]
+        if self.dist.main:
+            _truncate_log(self.out / "log.jsonl", self.step)
+        self.log(f"resumed from {path.name} at step {self.step}")
+
+    # ---------------------------------------------------------------------------------------- run
+
+    def run(self, progress: Callable[[dict[str, Any]], None] | None = None) -> TrainResult:
+        cfg = self.cfg
+        if self.dist.main:
+            self.out.mkdir(parents=True, exist_ok=True)
+            atomic_write_bytes(self.out / "config.toml", to_toml(cfg.to_dict()).encode())
+        writer = _tensorboard(self.out) if self.dist.main else None
+        autocast = AUTOCAST.get(cfg.precision) if self.device.type == "cuda" else None
+        params = [p for p in self.model.parameters()]
+        ema_params = [p for p in self.ema.parameters()] if self.ema else []
+        loss_sum = torch.zeros((), device=self.device)
+        n_sum, t_start, t_log, step_log = 0, time.perf_counter(), time.perf_counter(), self.step
+        last_ckpt = first_step = self.step
+        rate, t_fit = 0.0, t_start
+        while self.step < cfg.steps:
+            scale = cfg.scales[self.step % len(cfg.scales)]
+            batch = self.sampler.sample(cfg.batch, scale)
+            for group in self.opt.param_groups:
+                group["lr"] = lr_at(self.step, cfg)
+            with torch.autocast(self.device.type, dtype=autocast) if autocast else contextlib.nullcontext():
+                sr = self.net(batch.lr, scale)
+            loss = loss_fn(sr.float(), batch.hr, cfg.loss_fft)
+            self.opt.zero_grad(set_to_none=True)
+            loss.backward()
+            if cfg.grad_clip:
+                torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip)
+            self.opt.step()
+            if self.ema is not None:
+                torch._foreach_lerp_(ema_params, params, 1 - cfg.ema)
+            self.step += 1
+            loss_sum += loss.detach()
+            n_sum += 1
+
+            if self.step % cfg.log_every == 0 or self.step == cfg.steps:
+                now = time.perf_counter()
+                rate = (self.step - step_log) / (now - t_log)
+                rec = {"step": self.step, "loss": loss_sum.item() / n_sum, "lr": lr_at(self.step - 1, cfg),
+                       "it_s": round(rate, 2), "elapsed_s": round(now - t_start, 1)}
+                loss_sum.zero_()
+                n_sum, t_log, step_log = 0, now, self.step
+                if self.dist.main:
+                    _append_log(self.out / "log.jsonl", rec)
+                    if writer:
+                        writer.add_scalar("train/loss", rec["loss"], self.step)
+                    if progress:
+                        progress(rec)
+            if self.validator and (self.step % cfg.val_every == 0 or self.step == cfg.steps):
+                self._validate(writer, progress)
+            if cfg.fit_schedule and cfg.max_minutes and self.step == first_step + 200:
+                self._fit_schedule(t_start, t_fit)
+            if self.step == first_step + 20:
+                t_fit = time.perf_counter()  # the first steps pay for warm-up (allocator, cuDNN autotune)
+            stop = self._should_stop(t_start)
+            if self.dist.main and (self.step % cfg.ckpt_every == 0 or self.step == cfg.steps or stop):
+                self._checkpoint()
+                last_ckpt = self.step
+            if stop:
+                break
+        if self.dist.main and last_ckpt != self.step:
+            self._checkpoint()
+        exported = self.export(self.out / "weights") if self.dist.main else []
+        if writer:
+            writer.close()
+        return TrainResult(self.step, self.out, self.best, exported, rate)
+
+    def _fit_schedule(self, t_start: float, t_fit: float) -> None:
+        """Stretch or shrink the LR schedule so it ends when ``max_minutes`` runs out (measured speed)."""
+        now = time.perf_counter()
+        rate = 180 / (now - t_fit)
+        left = 60 * self.cfg.max_minutes - (now - t_start)
+        self.cfg.steps = self.step + max(1, int(0.97 * rate * left))
+        self.log(f"schedule fitted to the time budget: {rate:.1f} it/s, ending at step {self.cfg.steps}")
+
+    def _should_stop(self, t_start: float) -> bool:
+        if not self.cfg.max_minutes or self.step % 10:
+            return False
+        stop = torch.tensor(float(time.perf_counter() - t_start > 60 * self.cfg.max_minutes), device=self.device)
+        if self.dist.world > 1:  # every process must stop at the same step
+            dist.all_reduce(stop, op=dist.ReduceOp.MAX)
+        return bool(stop.item())
+
+    def _validate(self, writer, progress) -> None:
+        model = self.ema if self.ema is not None else self.model
+        rec: dict[str, Any] = {"step": self.step}
+        for scale in self.cfg.scales:
+            p, s = self.validator.run(model, scale)
+            rec[f"psnr_x{scale}"], rec[f"ssim_x{scale}"] = round(p, 4), round(s, 5)
+            if writer:
+                writer.add_scalar(f"val/psnr_x{scale}", p, self.step)
+        self.history.append(rec)
+        _append_log(self.out / "log.jsonl", {"val": rec})
+        self._improved = any(rec[f"psnr_x{s}"] > self.best.get(f"x{s}", -1.0) for s in self.cfg.scales)
+        for s in self.cfg.scales:
+            self.best[f"x{s}"] = max(self.best.get(f"x{s}", -1.0), rec[f"psnr_x{s}"])
+        if progress:
+            progress({"val": rec})
+
+    def _checkpoint(self) -> None:
+        path = save_checkpoint(self.ckpt_dir, self.step, self.state(), self.cfg.keep_last)
+        if getattr(self, "_improved", False):
+            mark_best(self.ckpt_dir, path)
+            self._improved = False
+
+    def export(self, folder: Path) -> list[Path]:
+        """Write a weights file per scale from the EMA (or raw) model, with a card."""
+        folder.mkdir(parents=True, exist_ok=True)
+        src = self.ema if self.ema is not None else self.model
+        paths = []
+        for s in self.cfg.scales:
+            model = src.export(s)
+            card = {
+                "variant": self.cfg.variant, "scale": s, "iterations": self.step,
+                "scales_trained_jointly": self.cfg.scales, "batch": self.cfg.batch, "patch": self.cfg.patch,
+                "training_data": [Path(d).name for d in self.cfg.data], "training_images": self.n_images,
+                "ema": self.cfg.ema, "lr": self.cfg.lr, "schedule_steps": self.cfg.steps,
+                "validation": [{"step": h["step"], "psnr": h.get(f"psnr_x{s}"), "ssim": h.get(f"ssim_x{s}")}
+                               for h in self.history],
+            }
+            paths.append(save_weights(model, folder / shipped_name(self.cfg.variant, s), card))
+        return paths
+
+
+def train(cfg: TrainConfig, *, resume: bool = False, log: Callable[[str], None] = print,
+          progress: Callable[[dict[str, Any]], None] | None = None) -> TrainResult:
+    """Train (or resume) as ``cfg`` says; returns where things were written."""
+    trainer = Trainer(cfg, resume=resume, log=log)
+    try:
+        return trainer.run(progress)
+    finally:
+        if trainer.dist.world > 1 and dist.is_initialized():
+            dist.destroy_process_group()
+
+
+def resume_config(out: str | Path) -> TrainConfig:
+    """The config a run folder was started with (from its newest checkpoint)."""
+    found = load_latest(Path(out) / "checkpoints")
+    if found is None:
+        raise InputError(f"{out}: no checkpoint to resume from")
+    return TrainConfig.from_dict(found[0]["config"])
+
+
+# -------------------------------------------------------------------------------------------- logging
+
+
+def _append_log(path: Path, rec: dict[str, Any]) -> None:
+    with open(path, "a") as f:
+        f.write(json.dumps(rec) + "\n")
+
+
+def _truncate_log(path: Path, step: int) -> None:
+    """Drop log lines past the checkpoint being resumed, so the log reads as one uninterrupted run."""
+    if not path.exists():
+        return
+    keep = []
+    for line in path.read_text().splitlines():
+        try:
+            rec = json.loads(line)
+        except ValueError:
+            continue  # a line cut by a kill
+        if rec.get("step", rec.get("val", {}).get("step", 0)) <= step:
+            keep.append(line)
+    atomic_write_bytes(path, ("\n".join(keep) + "\n" if keep else "").encode())
+
+
+def _tensorboard(out: Path):
+    try:
+        from torch.utils.tensorboard import SummaryWriter
+    except ImportError:  # tensorboard is optional
+        return None
+    return SummaryWriter(str(out / "tb"))
+
+
+__all__ = ["TrainResult", "Trainer", "lr_at", "resume_config", "train"]

@@ -1,0 +1,316 @@
+"""Parity of the fused Triton NaLa kernels (nalasr_kernels) with the reference (nalasr.ops.nala, the source of truth).
+
+Every case compares the output AND the gradients of q, k, v with the reference evaluated in float64 on the very
+same input values, as a relative RMS error ‖got − ref‖₂ / ‖ref‖₂ against a named tolerance per dtype. Cases cover
+odd token counts (tails), head dims that are not powers of two, batch > 1, several heads, RoPE, strided inputs
+(the model's views of one Linear output, head-major, a non-unit stride along D), an all-zero query vector (no
+NaN), and every buffer the kernels write pre-filled with NaN so an element that is never written fails.
+
+Where the cases run:
+- CPU (always): one subprocess under TRITON_INTERPRET=1 runs every case and reports JSON; each case is then its
+  own test here. The variable must be set before Triton is imported and must not leak into the rest of the suite
+  (a later CUDA run in the same process would silently interpret), hence the subprocess. Tiny launch configs
+  (BLOCK_N=16, CHUNK=32) give several chunks and ragged tails even at N = 37.
+- CUDA (``-m gpu``, when a device is present): the same cases in-process on the GPU through the autotuned
+  launch path. Full-size checks (N up to 518400) are in benchmarks/gpu_kernels_check.py.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# Relative RMS error allowed against the float64 reference, by input dtype. fp32: the interpreter lands at
+# ~3e-7, the GPU's tf32x3 dots at ~1e-6. fp16/bf16: the output and the gradients are rounded to the input dtype
+# (2^-11 / 2^-8 relative, ~0.3e-3 / 2.3e-3 RMS) and the GPU's dots use tf32 (2^-11).
+TOL_OUT = {"float32": 2e-5, "float16": 2e-3, "bfloat16": 1.2e-2}
+# Gradients go through more rounding steps (dq's projection onto the direction cancels); a little more room.
+TOL_GRAD = {"float32": 5e-5, "float16": 4e-3, "bfloat16": 2.4e-2}
+
+REF_FACTOR = 4.0
+
+SMALL = {"BLOCK_N": 16, "CHUNK": 32, "num_warps": 1}  # several chunks and ragged tails at small N
+
+# ------------------------------------------------------------------------------------------------------ cases
+
+
+def _cases() -> dict[str, dict]:
+    base = dict(B=2, N=37, H=2, D=16, DV=None, dtype="float32", rope=None, params=None, layout="contiguous",
+                zero_q=True, scale=1.0, config=SMALL)
+    shapes = [
+        dict(N=1, H=1, D=16),
+        dict(N=7, H=3, D=24, rope=(1, 7)),
+        dict(N=37, H=2, D=16, layout="qkvg"),
+        dict(N=37, H=2, D=32, rope=(37, 1), layout="head_major"),
+        dict(N=130, H=1, D=24, rope=(10, 13), layout="qkvg", config=None),  # the default launch path
+        dict(N=130, H=3, D=16, layout="d_strided"),
+    ]
+    out: dict[str, dict] = {}
+    for dtype in ("float32", "float16", "bfloat16"):
+        for s in shapes:
+            c = {**base, **s, "dtype": dtype}
+            name = f"{dtype}-N{c['N']}-H{c['H']}-D{c['D']}-{c['layout']}" + ("-rope" if c["rope"] else "")
+            out[name] = c
+    extra = {
+        # α = 20: θ hits the ±(π/4 − 1e-4) clamp (zero gradient there); λ = 2 takes the squared-magnitude path.
+        # (No zero query in these two: with λτ < 1 the power p < 1 at q = 0 and the reference's own gradient there
+        # is NaN (|0|^(p−1)); the kernel returns 0.)
+        "alpha20-lam2": dict(params=dict(lam=2.0, tau=0.25, alpha=20.0, eps=1e-6), scale=2.0, rope=(37, 1),
+                             zero_q=False),
+        # Non-integer λ (exp2/log2 path) and an ε large enough to matter.
+        "lam2.5-bigeps": dict(params=dict(lam=2.5, tau=0.3, alpha=0.7, eps=0.05), N=41, rope=None, zero_q=False),
+        "dv-differs": dict(D=16, DV=24, N=45, rope=(5, 9)),
+        "d8-dv5": dict(D=8, DV=5, N=19, H=3),
+        "d64": dict(D=64, N=70, H=1, rope=(7, 10)),
+        "odd-d17-rope": dict(D=17, N=15, rope=(5, 3)),
+        "batch3": dict(B=3, N=50, H=2, D=16, layout="qkvg"),
+        "fp16-large-values": dict(dtype="float16", scale=30.0, N=64, layout="qkvg"),
+        "bf16-alpha20-rope": dict(dtype="bfloat16", params=dict(lam=3.0, tau=0.5, alpha=20.0, eps=1e-6),
+                                  N=48, rope=(6, 8), layout="qkvg"),
+    }
+    for name, s in extra.items():
+        out[name] = {**base, **s}
+    return out
+
+
+CASES = _cases()
+
+# -------------------------------------------------------------------------------------------- case evaluation
+
+
+def _make(case: dict, device: str, seed: int):
+    """(q, k, v, g, leaves): q, k, v views in the case's layout (B, N, H, D/DV), g = ∂L/∂o (non-contiguous)."""
+    b, n, h, d = case["B"], case["N"], case["H"], case["D"]
+    dv = case["DV"] or d
+    dtype = getattr(torch, case["dtype"])
+    gen = torch.Generator(device=device).manual_seed(seed)
+
+    def rnd(*shape):
+        return (torch.randn(*shape, generator=gen, dtype=torch.float64, device=device) * case["scale"]).to(dtype)
+
+    layout = case["layout"]
+    if layout == "qkvg":  # the model: q, k, v, g = Linear(C → 4C)(x).chunk(4), heads split off the channels
+        assert dv == d
+        leaves = [rnd(b, n, 4 * h * d)]
+        views = lambda x: tuple(t.reshape(b, n, h, d) for t in x.chunk(4, dim=-1)[:3])  # noqa: E731
+    elif layout == "head_major":  # (B, H, N, D) storage seen token-major: stride along N is D
+        leaves = [rnd(b, h, n, d), rnd(b, h, n, d), rnd(b, h, n, dv)]
+        views = lambda *x: tuple(t.transpose(1, 2) for t in x)  # noqa: E731
+    elif layout == "d_strided":  # (B, N, D, H) storage: the head dim has stride H, the heads stride 1
+        leaves = [rnd(b, n, d, h), rnd(b, n, d, h), rnd(b, n, dv, h)]
+        views = lambda *x: tuple(t.permute(0, 1, 3, 2) for t in x)  # noqa: E731
+    else:
+        leaves = [rnd(b, n, h, d), rnd(b, n, h, d), rnd(b, n, h, dv)]
+        views = lambda *x: tuple(x)  # noqa: E731
+    if case["zero_q"]:
+        views(*leaves)[0][0, 0] = 0  # every head of one query is the zero vector: dir = 0, m = 0, no NaN allowed
+    for t in leaves:
+        t.requires_grad_()
+    q, k, v = views(*leaves)
+    g = torch.randn(b, h, n, dv, generator=gen, dtype=torch.float64, device=device).to(dtype).transpose(1, 2)
+    return q, k, v, g, leaves
+
+
+def _rel(got: torch.Tensor, ref: torch.Tensor) -> float:
+    ref = ref.detach().double()
+    got = got.detach().to(ref.device, torch.float64)
+    if not torch.isfinite(got).all():
+        return math.inf
+    den = ref.pow(2).mean().sqrt().item()
+    return (got - ref).pow(2).mean().sqrt().item() / max(den, 1e-300)
+
+
+def run_case(case: dict, device: str, seed: int = 0, ref_device: str = "cpu") -> dict:
+    """Kernel vs float64 reference (on ref_device) for one case: relative RMS errors and contract checks."""
+    from nalasr.ops.nala import NalaParams, nala_attention_reference
+    from nalasr_kernels import nala as K
+
+    params = NalaParams(**case["params"]) if case["params"] else None
+    rope = tuple(case["rope"]) if case["rope"] else None
+    q, k, v, g, _ = _make(case, device, seed)
+    for t in (q, k, v):
+        t.retain_grad()
+    saved = K._CONFIG, K._OUT_FILL
+    K._CONFIG, K._OUT_FILL = case["config"], float("nan")
+    try:
+        o = K.nala_attention_triton(q, k, v, params, rope)
+        o.backward(g)
+    finally:
+        K._CONFIG, K._OUT_FILL = saved
+    # The reference in float64 on exactly the values the kernel saw.
+    q64, k64, v64 = (t.detach().to(ref_device, torch.float64).requires_grad_() for t in (q, k, v))
+    ref = nala_attention_reference(q64, k64, v64, params or NalaParams(), rope)
+    ref.backward(g.detach().to(ref_device, torch.float64))
+    # The reference itself at the input dtype (float32 math, rounded to the dtype), same device: the yardstick
+    # for ill-conditioned cases (N = 1: o ≈ v, so dq, dk are ε-sized leftovers of a cancellation).
+    qd, kd, vd = (t.detach().clone().requires_grad_() for t in (q, k, v))
+    refd = nala_attention_reference(qd, kd, vd, params or NalaParams(), rope)
+    refd.backward(g)
+    return {
+        "o": _rel(o, ref), "dq": _rel(q.grad, q64.grad), "dk": _rel(k.grad, k64.grad), "dv": _rel(v.grad, v64.grad),
+        "o_ref": _rel(refd, ref), "dq_ref": _rel(qd.grad, q64.grad), "dk_ref": _rel(kd.grad, k64.grad),
+        "dv_ref": _rel(vd.grad, v64.grad),
+        "o_dtype_ok": o.dtype == q.dtype, "o_contiguous": o.is_contiguous(), "o_shape_ok": o.shape == ref.shape,
+        "grad_dtypes_ok": (q.grad.dtype, k.grad.dtype, v.grad.dtype) == (q.dtype, k.dtype, v.dtype),
+        "finite": bool(all(torch.isfinite(t).all() for t in (o, q.grad, k.grad, v.grad))),
+    }
+
+
+def run_extras(device: str) -> dict:
+    """Checks beyond parity: determinism, argument validation, no copies of strided inputs."""
+    from nalasr_kernels import nala as K
+
+    out: dict = {}
+    # Bitwise reproducible: the partial sums are combined in a fixed order (no atomics).
+    case = {**CASES["batch3"], "config": None}
+    runs = []
+    for _ in range(2):
+        q, k, v, g, leaves = _make(case, device, seed=3)
+        o = K.nala_attention_triton(q, k, v, None, None)
+        o.backward(g)
+        runs.append([o.detach().cpu()] + [t.grad.detach().cpu() for t in leaves])
+    out["deterministic"] = all(torch.equal(a, b) for a, b in zip(*runs))
+    # Validation: clear errors for what the kernel does not take.
+    x = torch.zeros(1, 4, 1, 16, device=device)
+    bad = {
+        "shape": lambda: K.nala_attention_triton(x, x[:, :3], x),
+        "dtype": lambda: K.nala_attention_triton(x.double(), x.double(), x.double()),
+        "head_dim": lambda: K.nala_attention_triton(*(torch.zeros(1, 4, 1, 72, device=device),) * 3),
+        "rope_hw": lambda: K.nala_attention_triton(x, x, x, None, (3, 2)),
+    }
+    for name, fn in bad.items():
+        try:
+            fn()
+            out[f"rejects_{name}"] = False
+        except (ValueError, TypeError):
+            out[f"rejects_{name}"] = True
+    # params=None means the reference defaults; an object with the four attributes works too.
+    q, k, v, _, _ = _make({**CASES["d8-dv5"], "config": None}, device, seed=4)
+    with torch.no_grad():
+        a = K.nala_attention_triton(q, k, v)
+
+        class P:
+            lam, tau, alpha, eps = 3.0, 0.5, 1.0, 1e-6
+
+        b = K.nala_attention_triton(q, k, v, P())
+    out["params_default"] = torch.equal(a, b)
+    return out
+
+
+def _worker(out_path: str) -> None:
+    """Runs in the TRITON_INTERPRET=1 subprocess: every case on CPU, one JSON file back."""
+    assert os.environ.get("TRITON_INTERPRET") == "1"
+    sys.path.insert(0, str(ROOT / "kernels"))
+    sys.path.insert(0, str(ROOT))
+    import nalasr_kernels.nala  # noqa: F401  (before nalasr: it must not pull nalasr in)
+
+    res: dict = {"never_imports_nalasr": "nalasr" not in sys.modules, "cases": {}}
+    torch.set_num_threads(1)
+    for name, case in CASES.items():
+        try:
+            res["cases"][name] = run_case(case, "cpu")
+        except Exception as e:  # one broken case must not hide the others
+            res["cases"][name] = {"error": f"{type(e).__name__}: {e}"}
+    try:
+        res["extras"] = run_extras("cpu")
+    except Exception as e:
+        res["extras"] = {"error": f"{type(e).__name__}: {e}"}
+    Path(out_path).write_text(json.dumps(res))
+
+
+# ------------------------------------------------------------------------------------------------------ tests
+
+
+def _have_triton() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("triton") is not None
+
+
+@pytest.fixture(scope="module")
+def interpreted(tmp_path_factory) -> dict:
+    if not _have_triton():
+        pytest.skip("triton is not installed")
+    out = tmp_path_factory.mktemp("kernels") / "interpreted.json"
+    env = {**os.environ, "TRITON_INTERPRET": "1", "CUDA_VISIBLE_DEVICES": ""}
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), str(ROOT / "kernels"), env.get("PYTHONPATH", "")])
+    proc = subprocess.run([sys.executable, __file__, "--worker", str(out)], env=env, capture_output=True,
+                          text=True, timeout=900, cwd=ROOT)
+    if proc.returncode != 0:
+        raise AssertionError(f"interpreter worker failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-6000:]}")
+    return json.loads(out.read_text())
+
+
+def _check(res: dict, case: dict) -> None:
+    assert "error" not in res, res.get("error")
+    assert res["finite"], f"NaN/inf in the output or a gradient (unwritten memory or a 0/0): {res}"
+    assert res["o_dtype_ok"] and res["o_contiguous"] and res["o_shape_ok"] and res["grad_dtypes_ok"], res
+    dtype = case["dtype"]
+    # The named tolerance, or REF_FACTOR × the error of the reference itself run at the input dtype where that
+    # is larger (an ill-conditioned quantity no float32 evaluation can get closer than that).
+    errs = {k: (res[k], max(TOL_OUT[dtype] if k == "o" else TOL_GRAD[dtype], REF_FACTOR * res[k + "_ref"]))
+            for k in ("o", "dq", "dk", "dv")}
+    bad = {k: f"{e:.3g} > {t:.1g}" for k, (e, t) in errs.items() if not e <= t}
+    assert not bad, f"relative RMS error vs the float64 reference: {bad} (all: {res})"
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_parity_interpreter(interpreted, name):
+    _check(interpreted["cases"][name], CASES[name])
+
+
+def test_interpreter_extras(interpreted):
+    extras = interpreted["extras"]
+    assert "error" not in extras, extras
+    assert all(extras.values()), extras
+
+
+def test_kernels_never_import_nalasr(interpreted):
+    assert interpreted["never_imports_nalasr"]
+
+
+def test_package_imports_without_triton():
+    """With triton unimportable, nalasr_kernels still imports, says HAS_TRITON = False and raises on use."""
+    code = (
+        "import sys; sys.modules['triton'] = None\n"
+        "import nalasr_kernels as nk\n"
+        "assert nk.HAS_TRITON is False\n"
+        "try:\n    nk.nala_attention_triton(None, None, None)\nexcept ImportError:\n    print('ok')\n"
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "kernels"), os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr
+
+
+needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+
+
+@pytest.mark.gpu
+@needs_cuda
+@pytest.mark.parametrize("name", list(CASES))
+def test_parity_cuda(name):
+    case = {**CASES[name], "config": None}  # the autotuned launch path
+    _check(run_case(case, "cuda"), case)
+
+
+@pytest.mark.gpu
+@needs_cuda
+def test_extras_cuda():
+    extras = run_extras("cuda")
+    assert all(extras.values()), extras
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 3 and sys.argv[1] == "--worker":
+        _worker(sys.argv[2])
+    else:
+        sys.exit("usage: test_kernels.py --worker OUT.json (run by the tests under TRITON_INTERPRET=1)")
