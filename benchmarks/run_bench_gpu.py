@@ -11,7 +11,7 @@ bf16 and fp32, at x2 and x3, and the small variant; then the largest LR that fit
 Writes into the folder: bench.json, bench.md, bench.png (when matplotlib is present), and records.jsonl
 line by line while it runs (so a killed run still leaves its results; removed at the end). Every case
 records OOM, a skip or its error instead of stopping the run; the sweep stops starting cases after
-5 minutes. Prints the short comparison table and the targets last. Works from a plain checkout: the
+4.5 minutes. Prints the short comparison table and the targets last. Works from a plain checkout: the
 repository and its kernels/ folder are put first on sys.path.
 """
 

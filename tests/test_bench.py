@@ -132,6 +132,13 @@ def test_oom_is_recorded_and_larger_sizes_skipped(monkeypatch: pytest.MonkeyPatc
     assert "OOM already at 4x8" in recs[2].message
 
 
+def test_case_shared_by_two_sweeps_runs_once() -> None:
+    a = Sweep(sizes=((4, 4), (4, 6)), devices=("cpu",), variants=("small",), attentions=("nala",))
+    b = Sweep(sizes=((4, 6),), devices=("cpu",), variants=("small",), attentions=("nala",))
+    recs = bench.run_sweeps([a, b], BenchOptions(warmup=0, repeats=1))
+    assert [r.size for r in recs] == ["4x4", "4x6"]
+
+
 def test_error_is_recorded(monkeypatch: pytest.MonkeyPatch) -> None:
     def broken(*args, **kwargs):
         raise RuntimeError("kernel exploded\nsecond line")

@@ -500,9 +500,9 @@ def _bwd_key(
 
 
 # ================================================================================================== autotune
-# Few configs; the key buckets the token count (next power of two of B·N·H) so a new image size in a fresh
-# process reuses the tuning of its bucket. Register pressure grows with BLOCK_N·BD (the backward holds ~2× the
-# tiles of the forward), hence the pruning.
+# Few configs; the key buckets the token count (next power of two of B·N·H) so a new image size reuses the tuning
+# of its bucket (and, with cache_results, a fresh process reads it from Triton's disk cache). Register pressure
+# grows with the tile elements per thread, BLOCK_N·BD / (32·num_warps), hence the pruning (see _prune).
 
 _FWD_CONFIGS = [
     triton.Config({"BLOCK_N": 64}, num_warps=4, num_stages=2),
@@ -510,6 +510,7 @@ _FWD_CONFIGS = [
     triton.Config({"BLOCK_N": 64}, num_warps=8, num_stages=2),
     triton.Config({"BLOCK_N": 128}, num_warps=8, num_stages=2),
     triton.Config({"BLOCK_N": 256}, num_warps=8, num_stages=2),
+    triton.Config({"BLOCK_N": 128}, num_warps=4, num_stages=3),  # more loads in flight per program
 ]
 _BWD_CONFIGS = [  # ~30 live (BLOCK_N, BD) float32 tiles in the backward: fewer tokens per thread
     triton.Config({"BLOCK_N": 32}, num_warps=4, num_stages=2),
@@ -639,6 +640,8 @@ def _dims(q: Tensor, v: Tensor) -> tuple[int, int, int, int, int, int, int]:
 
 def _offs64(n: int, *tensors: Tensor) -> bool:
     """True when a token/dim offset inside one (b, h) slab of any tensor could exceed int32."""
+    if _CONFIG is not None and _CONFIG.get("OFFS64"):  # tests: exercise the 64-bit path at small sizes
+        return True
     return any((n - 1) * abs(t.stride(1)) + (t.shape[-1] - 1) * abs(t.stride(3)) >= 2**31 - 1 for t in tensors)
 
 

@@ -174,6 +174,6 @@ def _command(**params: object) -> str:
         flag = "--" + name.replace("_", "-")
         if value is True:
             parts.append(flag)
-        elif value not in (None, False):
+        elif value is not None and value is not False:  # 0 is a value (--warmup 0), False is an unset flag
             parts += [flag, str(value)]
     return shlex.join(parts)

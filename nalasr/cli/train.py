@@ -44,11 +44,14 @@ def train_cmd(
     seed: Optional[int] = typer.Option(None),
 ) -> None:
     """Train NaLaSR (single process, or under torchrun with DistributedDataParallel)."""
-    from ..train.loop import resume_config, train
+    import torch.distributed as dist
+
+    from ..train.checkpoint import list_checkpoints
+    from ..train.loop import Trainer, resume_config
 
     fields: dict = {}
-    if resume and out_dir is not None and config is None:
-        fields = resume_config(out_dir).to_dict()
+    if resume and out_dir is not None and config is None and list_checkpoints(out_dir / "checkpoints"):
+        fields = resume_config(out_dir).to_dict()  # the run's own settings; the flags below override them
     if config is not None:
         fields.update(load_toml(config))
     cli = {"scales": _parse_scales(scale) if scale else None, "data": [str(d) for d in data] if data else None,
@@ -61,17 +64,28 @@ def train_cmd(
     if not cfg.data:
         raise InputError("no training data: pass --data DIR (a folder of HR images, or a DIV2K root)")
 
-    with Progress(TextColumn("[bold]train"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
-                  TextColumn("{task.fields[info]}"), TimeRemainingColumn(), console=console, transient=False) as bar:
-        task = bar.add_task("train", total=cfg.steps, info="")
+    # Everything that can be wrong with the input fails here, before the progress display starts.
+    trainer = Trainer(cfg, resume=resume, log=lambda m: console.print(m))
+    try:
+        if not trainer.dist.main:  # one display per run: rank 0's
+            result = trainer.run()
+            return
+        with Progress(TextColumn("[bold]train"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
+                      TextColumn("{task.fields[info]}"), TimeRemainingColumn(), console=console, transient=False) as bar:
+            task = bar.add_task("train", total=cfg.steps, completed=trainer.step, info="")
 
-        def progress(rec: dict) -> None:
-            if "val" in rec:
-                v = rec["val"]
-                bar.console.print("val step {}: ".format(v["step"]) + "  ".join(
-                    f"x{s} {v[f'psnr_x{s}']:.2f} dB / {v[f'ssim_x{s}']:.4f}" for s in cfg.scales))
-            else:
-                bar.update(task, completed=rec["step"], info=f"loss {rec['loss']:.4f}  {rec['it_s']:.1f} it/s  lr {rec['lr']:.2e}")
+            def progress(rec: dict) -> None:
+                if "val" in rec:
+                    v = rec["val"]
+                    bar.console.print("val step {}: ".format(v["step"]) + "  ".join(
+                        f"x{s} {v[f'psnr_x{s}']:.2f} dB / {v[f'ssim_x{s}']:.4f}" for s in cfg.scales))
+                else:
+                    bar.update(task, total=cfg.steps, completed=rec["step"],
+                               info=f"loss {rec['loss']:.4f}  {rec['it_s']:.1f} it/s  lr {rec['lr']:.2e}")
 
-        result = train(cfg, resume=resume, log=lambda m: bar.console.print(m), progress=progress)
+            trainer.log = lambda m: bar.console.print(m)
+            result = trainer.run(progress)
+    finally:
+        if trainer.dist.world > 1 and dist.is_initialized():
+            dist.destroy_process_group()
     out.print(f"stopped at step {result.step}; weights: " + ", ".join(str(p) for p in result.exported))

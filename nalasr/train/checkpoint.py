@@ -12,6 +12,8 @@ import torch
 from ..fsutil import atomic_path
 
 _NAME = re.compile(r"^ckpt_(\d{8})\.pt$")
+# atomic_path's temporary files for ckpt_*.pt and best.pt: a process killed while saving leaves one behind
+_TEMP = re.compile(r"^\.(ckpt_\d{8}|best)\..*\.tmp\.pt$")
 
 
 def ckpt_path(folder: Path, step: int) -> Path:
@@ -26,14 +28,31 @@ def list_checkpoints(folder: Path) -> list[tuple[int, Path]]:
     return sorted(found)
 
 
+def remove_stale_temps(folder: Path) -> list[Path]:
+    """Delete the temporary files of saves that a kill cut short (one writer per run folder: none is live)."""
+    stale = [p for p in folder.iterdir() if _TEMP.match(p.name)] if folder.is_dir() else []
+    for p in stale:
+        p.unlink(missing_ok=True)
+    return stale
+
+
 def save_checkpoint(folder: Path, step: int, state: dict[str, Any], keep_last: int) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
+    remove_stale_temps(folder)
     path = ckpt_path(folder, step)
     with atomic_path(path) as tmp:
         torch.save(state, tmp)
     for _, old in list_checkpoints(folder)[:-keep_last]:
         old.unlink(missing_ok=True)
     return path
+
+
+def save_best(folder: Path, state: dict[str, Any]) -> Path:
+    """Write ``state`` as ``best.pt`` (atomically): for a validation step that is not a checkpoint step."""
+    folder.mkdir(parents=True, exist_ok=True)
+    with atomic_path(folder / "best.pt") as tmp:
+        torch.save(state, tmp)
+    return folder / "best.pt"
 
 
 def mark_best(folder: Path, path: Path) -> None:

@@ -9,7 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import InputError
-from ..model import DEFAULT_VARIANT, SCALES
+from ..model import DEFAULT_VARIANT, SCALES, VARIANTS, NaLaSRConfig, config_for
+from ..ops import BACKENDS
 
 
 @dataclass
@@ -63,6 +64,26 @@ class TrainConfig:
             raise InputError(f"optimizer must be adam or adamw, got {self.optimizer!r}")
         if self.precision not in ("bf16", "fp16", "fp32"):
             raise InputError(f"precision must be bf16, fp16 or fp32, got {self.precision!r}")
+        if self.attention_backend not in BACKENDS:
+            raise InputError(f"attention_backend must be one of {', '.join(BACKENDS)}, got {self.attention_backend!r}")
+        if not 0 <= self.ema < 1:
+            raise InputError(f"ema must be in [0, 1) (0 disables it), got {self.ema}")
+        if min(self.log_every, self.ckpt_every, self.val_every, self.keep_last) < 1:
+            raise InputError("log_every, ckpt_every, val_every and keep_last must be ≥ 1")
+        if self.lr <= 0 or self.min_lr < 0 or self.warmup < 0 or self.grad_clip < 0 or self.loss_fft < 0:
+            raise InputError("lr must be > 0; min_lr, warmup, grad_clip and loss_fft ≥ 0")
+        if self.max_minutes < 0 or len(self.betas) != 2:
+            raise InputError("max_minutes must be ≥ 0 and betas two numbers")
+        self.model_config()
+
+    def model_config(self) -> NaLaSRConfig:
+        """The network's config at the first scale (variant + model_overrides), or InputError."""
+        if self.variant not in VARIANTS:
+            raise InputError(f"unknown variant {self.variant!r}; choose one of {', '.join(VARIANTS)}")
+        try:
+            return config_for(self.variant, self.scales[0], **self.model_overrides)
+        except (TypeError, ValueError) as e:
+            raise InputError(f"bad model_overrides {self.model_overrides}: {e}") from None
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -73,7 +94,34 @@ class TrainConfig:
         unknown = sorted(set(d) - known)
         if unknown:
             raise InputError(f"unknown training config keys: {', '.join(unknown)}")
-        return cls(**d)
+        types = {f.name: f.type for f in dataclasses.fields(cls)}
+        return cls(**{k: _checked(k, v, types[k]) for k, v in d.items()})
+
+
+def _checked(key: str, value: Any, kind: str) -> Any:
+    """``value`` if it has the field's type (ints are taken for floats), else InputError."""
+    def ok(v: Any, t: str) -> bool:
+        if t.startswith("list["):
+            return isinstance(v, list) and all(ok(x, t[5:-1]) for x in v)
+        if t.endswith(" | None"):
+            return v is None or ok(v, t[:-7])
+        if t == "bool":
+            return isinstance(v, bool)
+        if t == "int":
+            return isinstance(v, int) and not isinstance(v, bool)
+        if t == "float":
+            return isinstance(v, (int, float)) and not isinstance(v, bool)
+        if t == "str":
+            return isinstance(v, str)
+        return isinstance(v, dict) if t.startswith("dict[") else True
+
+    if not ok(value, kind):
+        raise InputError(f"training config key {key!r} must be {kind}, got {value!r}")
+    if kind == "float":
+        return float(value)
+    if kind == "list[float]":
+        return [float(x) for x in value]
+    return value
 
 
 def load_toml(path: str | Path) -> dict[str, Any]:
@@ -101,13 +149,17 @@ def to_toml(d: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+_ESCAPES = {'"': '\\"', "\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r"}
+
+
 def _toml_value(v: Any) -> str:
     if isinstance(v, bool):
         return "true" if v else "false"
     if isinstance(v, (int, float)):
         return repr(v)
-    if isinstance(v, str):
-        return '"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    if isinstance(v, str):  # a basic string: escape what TOML forbids raw (quote, backslash, controls)
+        return '"' + "".join(_ESCAPES.get(c) or (f"\\u{ord(c):04x}" if ord(c) < 0x20 or ord(c) == 0x7F else c)
+                             for c in v) + '"'
     if isinstance(v, (list, tuple)):
         return "[" + ", ".join(_toml_value(x) for x in v) + "]"
     raise TypeError(f"cannot write {type(v).__name__} to TOML")

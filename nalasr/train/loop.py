@@ -25,12 +25,11 @@ from torch import Tensor, nn
 
 from ..errors import InputError
 from ..fsutil import atomic_write_bytes
-from ..model import config_for
 from ..runtime import resolve_device
 from ..weights import load_weights, save_weights, shipped_name
-from .checkpoint import list_checkpoints, load_latest, mark_best, save_checkpoint
+from .checkpoint import list_checkpoints, load_latest, mark_best, save_best, save_checkpoint
 from .config import TrainConfig, to_toml
-from .data import PatchSampler, decode_rgb, find_images
+from .data import MARGIN, PatchSampler, decode_rgb, find_images
 from .multiscale import MultiScaleNaLaSR
 from .validate import Validator
 
@@ -99,18 +98,30 @@ class Trainer:
     def __init__(self, cfg: TrainConfig, *, resume: bool = False, log: Callable[[str], None] = print) -> None:
         cfg.validate()
         self.cfg, self.log = cfg, log
+        world = int(os.environ.get("WORLD_SIZE", "1"))
+        if cfg.batch % world:
+            raise InputError(f"batch {cfg.batch} does not split over {world} processes")
         self.dist, self.device = _init_dist(cfg.device)
-        if cfg.batch % self.dist.world:
-            raise InputError(f"batch {cfg.batch} does not split over {self.dist.world} processes")
+        try:
+            self._setup(resume)
+        except BaseException:
+            if self.dist.world > 1 and dist.is_initialized():
+                dist.destroy_process_group()
+            raise
+
+    def _setup(self, resume: bool) -> None:
+        cfg, log = self.cfg, self.log
         self.out = Path(cfg.out)
         self.ckpt_dir = self.out / "checkpoints"
         if list_checkpoints(self.ckpt_dir) and not resume:
             raise InputError(f"{self.out} already holds checkpoints: pass --resume to continue, or another --out")
+        found = load_latest(self.ckpt_dir) if resume else None
+        if resume and found is None:
+            log(f"no checkpoint in {self.ckpt_dir}: starting from step 0")
         torch.manual_seed(cfg.seed + self.dist.rank)
 
-        mcfg = config_for(cfg.variant, cfg.scales[0], **cfg.model_overrides)
-        self.model = MultiScaleNaLaSR(mcfg, cfg.scales).to(self.device)
-        if cfg.init and not resume:
+        self.model = MultiScaleNaLaSR(cfg.model_config(), cfg.scales).to(self.device)
+        if cfg.init and found is None:  # a resumed run's weights come from its checkpoint
             done = self.model.init_from(load_weights(cfg.init))
             log(f"initialised the trunk from {cfg.init} (upsamplers: {done or 'none'})")
         for m in self.model.modules():
@@ -118,24 +129,38 @@ class Trainer:
                 m.backend = cfg.attention_backend
         self.ema = copy.deepcopy(self.model).requires_grad_(False) if cfg.ema else None
         opt_cls = torch.optim.AdamW if cfg.optimizer == "adamw" else torch.optim.Adam
+        # fused kernels on CUDA only: the CPU path stays the plain, deterministic for-loop implementation
+        self._fused = self.device.type == "cuda"
         self.opt = opt_cls(self.model.parameters(), lr=cfg.lr, betas=tuple(cfg.betas), weight_decay=cfg.weight_decay,
-                           fused=self.device.type == "cuda")
+                           fused=self._fused)
         self.step = 0
         self.best: dict[str, float] = {}
         self.history: list[dict[str, Any]] = []  # validation records
+        # mean training loss since the last log line: part of the checkpoint, so a resumed log is exact
+        self._loss_sum = torch.zeros((), device=self.device)
+        self._n_sum = 0
 
         images = [im for im in (decode_rgb(p) for p in find_images(cfg.data)) if im is not None]
         self.sampler = PatchSampler(images, patch=cfg.patch, device=self.device, seed=cfg.seed,
                                     quantize_lr=cfg.quantize_lr, rank=self.dist.rank, world=self.dist.world)
         self.n_images = len(images)
-        if resume:
-            self._restore()
+        for s in cfg.scales:  # fail now, not at the first step of that scale
+            if len(self.sampler.usable(s)) == 0:
+                raise InputError(f"no training image is at least {(cfg.patch + 2 * MARGIN) * s} px on each side "
+                                 f"for x{s} with --patch {cfg.patch}: give larger images or a smaller patch")
+        if found is not None:
+            self._restore(*found)
 
         net: nn.Module = self.model
         if self.dist.world > 1:
-            net = nn.parallel.DistributedDataParallel(net, device_ids=[self.device.index] if self.device.type == "cuda" else None)
+            # several scales: each step leaves the other scales' upsamplers without gradients
+            net = nn.parallel.DistributedDataParallel(
+                net, device_ids=[self.device.index] if self.device.type == "cuda" else None,
+                find_unused_parameters=len(cfg.scales) > 1)
         if cfg.compile and self.device.type == "cuda":
-            net = torch.compile(net)
+            # Only the trunk: it is shared by every scale, so it compiles once (the whole model would
+            # compile once per scale, which cost minutes of a short GPU lease).
+            self.model.trunk.compile()
         self.net = net
         self.validator = Validator(cfg.val_set, cfg.scales, cfg.data_root, self.device) if cfg.val_set and self.dist.main else None
 
@@ -155,19 +180,25 @@ class Trainer:
             "cuda_rng": torch.cuda.get_rng_state(self.device) if self.device.type == "cuda" else None,
             "best": self.best,
             "history": self.history,
+            "log_acc": {"loss_sum": self._loss_sum.detach().cpu(), "n": self._n_sum},
         }
 
-    def _restore(self) -> None:
-        found = load_latest(self.ckpt_dir)
-        if found is None:
-            self.log(f"no checkpoint in {self.ckpt_dir}: starting from step 0")
-            return
-        state, path = found
-        self.model.load_state_dict(state["model"])
-        if self.ema is not None and state["ema"] is not None:
-            self.ema.load_state_dict(state["ema"])
-        self.opt.load_state_dict(state["optimizer"])
+    def _restore(self, state: dict[str, Any], path: Path) -> None:
+        try:
+            self.model.load_state_dict(state["model"])
+            if self.ema is not None:
+                self.ema.load_state_dict(state["ema"] if state["ema"] is not None else state["model"])
+            self.opt.load_state_dict(state["optimizer"])
+        except (RuntimeError, ValueError, KeyError) as e:
+            raise InputError(f"{path}: this checkpoint does not fit the model of this config (scales "
+                             f"{self.cfg.scales}, variant {self.cfg.variant}); resume with the run's own settings "
+                             f"({str(e).splitlines()[0]})") from None
+        for group in self.opt.param_groups:  # the saved flags are the saving device's
+            group["fused"], group["foreach"] = self._fused, None
         self.sampler.load_state_dict(state["sampler"])
+        if state.get("log_acc") is not None:
+            self._loss_sum = state["log_acc"]["loss_sum"].to(self.device)
+            self._n_sum = state["log_acc"]["n"]
         torch.set_rng_state(state["torch_rng"])
         if state["cuda_rng"] is not None and self.device.type == "cuda":
             torch.cuda.set_rng_state(state["cuda_rng"], self.device)
@@ -187,8 +218,7 @@ class Trainer:
         autocast = AUTOCAST.get(cfg.precision) if self.device.type == "cuda" else None
         params = [p for p in self.model.parameters()]
         ema_params = [p for p in self.ema.parameters()] if self.ema else []
-        loss_sum = torch.zeros((), device=self.device)
-        n_sum, t_start, t_log, step_log = 0, time.perf_counter(), time.perf_counter(), self.step
+        t_start, t_log, step_log = time.perf_counter(), time.perf_counter(), self.step
         last_ckpt = first_step = self.step
         rate, t_fit = 0.0, t_start
         while self.step < cfg.steps:
@@ -207,32 +237,41 @@ class Trainer:
             if self.ema is not None:
                 torch._foreach_lerp_(ema_params, params, 1 - cfg.ema)
             self.step += 1
-            loss_sum += loss.detach()
-            n_sum += 1
+            self._loss_sum += loss.detach()
+            self._n_sum += 1
 
             if self.step % cfg.log_every == 0 or self.step == cfg.steps:
                 now = time.perf_counter()
                 rate = (self.step - step_log) / (now - t_log)
-                rec = {"step": self.step, "loss": loss_sum.item() / n_sum, "lr": lr_at(self.step - 1, cfg),
+                loss_sum = self._loss_sum.clone()
+                if self.dist.world > 1:  # the global batch's loss, as one process would log it
+                    dist.all_reduce(loss_sum)
+                    loss_sum /= self.dist.world
+                rec = {"step": self.step, "loss": loss_sum.item() / self._n_sum, "lr": lr_at(self.step - 1, cfg),
                        "it_s": round(rate, 2), "elapsed_s": round(now - t_start, 1)}
-                loss_sum.zero_()
-                n_sum, t_log, step_log = 0, now, self.step
+                self._loss_sum.zero_()
+                self._n_sum, t_log, step_log = 0, now, self.step
                 if self.dist.main:
                     _append_log(self.out / "log.jsonl", rec)
                     if writer:
                         writer.add_scalar("train/loss", rec["loss"], self.step)
                     if progress:
                         progress(rec)
+            improved = False
             if self.validator and (self.step % cfg.val_every == 0 or self.step == cfg.steps):
-                self._validate(writer, progress)
+                improved = self._validate(writer, progress)
             if cfg.fit_schedule and cfg.max_minutes and self.step == first_step + 200:
                 self._fit_schedule(t_start, t_fit)
             if self.step == first_step + 20:
                 t_fit = time.perf_counter()  # the first steps pay for warm-up (allocator, cuDNN autotune)
             stop = self._should_stop(t_start)
             if self.dist.main and (self.step % cfg.ckpt_every == 0 or self.step == cfg.steps or stop):
-                self._checkpoint()
+                path = self._checkpoint()
                 last_ckpt = self.step
+                if improved:
+                    mark_best(self.ckpt_dir, path)
+            elif improved:  # best.pt holds the state of the best validation, whenever that was
+                save_best(self.ckpt_dir, self.state())
             if stop:
                 break
         if self.dist.main and last_ckpt != self.step:
@@ -247,7 +286,10 @@ class Trainer:
         now = time.perf_counter()
         rate = 180 / (now - t_fit)
         left = 60 * self.cfg.max_minutes - (now - t_start)
-        self.cfg.steps = self.step + max(1, int(0.97 * rate * left))
+        steps = torch.tensor(self.step + max(1, int(0.97 * rate * left)), device=self.device)
+        if self.dist.world > 1:  # rank 0's measurement for all: every process must stop at the same step
+            dist.broadcast(steps, src=0)
+        self.cfg.steps = int(steps.item())
         self.log(f"schedule fitted to the time budget: {rate:.1f} it/s, ending at step {self.cfg.steps}")
 
     def _should_stop(self, t_start: float) -> bool:
@@ -258,7 +300,8 @@ class Trainer:
             dist.all_reduce(stop, op=dist.ReduceOp.MAX)
         return bool(stop.item())
 
-    def _validate(self, writer, progress) -> None:
+    def _validate(self, writer, progress) -> bool:
+        """Score the EMA (or raw) model; True when some scale's PSNR is the best yet."""
         model = self.ema if self.ema is not None else self.model
         rec: dict[str, Any] = {"step": self.step}
         for scale in self.cfg.scales:
@@ -268,17 +311,15 @@ class Trainer:
                 writer.add_scalar(f"val/psnr_x{scale}", p, self.step)
         self.history.append(rec)
         _append_log(self.out / "log.jsonl", {"val": rec})
-        self._improved = any(rec[f"psnr_x{s}"] > self.best.get(f"x{s}", -1.0) for s in self.cfg.scales)
+        improved = any(rec[f"psnr_x{s}"] > self.best.get(f"x{s}", -1.0) for s in self.cfg.scales)
         for s in self.cfg.scales:
             self.best[f"x{s}"] = max(self.best.get(f"x{s}", -1.0), rec[f"psnr_x{s}"])
         if progress:
             progress({"val": rec})
+        return improved
 
-    def _checkpoint(self) -> None:
-        path = save_checkpoint(self.ckpt_dir, self.step, self.state(), self.cfg.keep_last)
-        if getattr(self, "_improved", False):
-            mark_best(self.ckpt_dir, path)
-            self._improved = False
+    def _checkpoint(self) -> Path:
+        return save_checkpoint(self.ckpt_dir, self.step, self.state(), self.cfg.keep_last)
 
     def export(self, folder: Path) -> list[Path]:
         """Write a weights file per scale from the EMA (or raw) model, with a card."""

@@ -1,0 +1,136 @@
+"""DistributedDataParallel on CPU: 2 processes (gloo) follow the single-process loss curve at the same global batch.
+
+The processes are started the way torchrun starts them (MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE,
+LOCAL_RANK) and run the same `nalasr train` command. Each rank runs in its own working directory with a
+relative --out, so anything rank 1 wrote would show up in its own folder: only rank 0 may write.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+
+from nalasr.train.checkpoint import list_checkpoints, load_checkpoint
+from nalasr.train.config import to_toml
+
+TINY = {"dim": 8, "groups": 1, "blocks": 1, "heads": 2}
+STEPS = 8
+RTOL = 1e-4  # per logged step, relative: only the order of the floating-point sums differs
+TIMEOUT_S = 120
+
+LAUNCH = "import sys; from nalasr.cli import run; sys.exit(run(sys.argv[1:]))"
+
+
+def smooth_image(h: int, w: int, seed: int) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    y, x = np.mgrid[0:h, 0:w] / max(h, w)
+    out = np.zeros((h, w, 3))
+    for _ in range(6):
+        f, ph = rng.uniform(1, 12, size=2), rng.uniform(0, 2 * np.pi, size=3)
+        out += np.sin(2 * np.pi * (f[0] * x + f[1] * y)[..., None] + ph) * rng.uniform(10, 40)
+    return np.clip(out + 128 + rng.normal(0, 4, size=out.shape), 0, 255).astype(np.uint8)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def launch(args: list[str], cwd: Path, env: dict[str, str]) -> subprocess.Popen:
+    cwd.mkdir(parents=True, exist_ok=True)
+    log = open(cwd / "output.txt", "w")
+    return subprocess.Popen([sys.executable, "-c", LAUNCH, *args], cwd=cwd, env=env, stdout=log, stderr=log,
+                            start_new_session=True)
+
+
+def finish(procs: list[subprocess.Popen]) -> list[int]:
+    try:
+        return [p.wait(timeout=TIMEOUT_S) for p in procs]
+    finally:
+        for p in procs:  # a hung collective must not outlive the test
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+
+
+def losses(run: Path) -> dict[int, float]:
+    recs = [json.loads(line) for line in (run / "log.jsonl").read_text().splitlines()]
+    steps = [r["step"] for r in recs if "step" in r]
+    assert steps == sorted(set(steps)), "a step logged twice: more than one process wrote the log"
+    return {r["step"]: r["loss"] for r in recs if "step" in r}
+
+
+def test_two_gloo_processes_match_one_process(tmp_path):
+    data = tmp_path / "data"
+    data.mkdir()
+    for i in range(4):
+        Image.fromarray(smooth_image(40, 48, i)).save(data / f"{i}.png")
+    cfg = tmp_path / "cfg.toml"
+    # two scales: each step leaves one upsampler without gradients, which DDP must be told about
+    cfg.write_text(to_toml({
+        "scales": [2, 3], "data": [str(data)], "model_overrides": TINY, "steps": STEPS, "batch": 4, "patch": 6,
+        "warmup": 2, "ema": 0.9, "ckpt_every": 4, "log_every": 1, "val_set": "", "device": "cpu", "seed": 1,
+        "loss_fft": 0.05,
+    }))
+    args = ["train", "--config", str(cfg), "--out", "run"]
+    base = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_PORT")}
+    base |= {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": ""}
+
+    port = str(free_port())
+    ranks = [launch(args, tmp_path / f"rank{r}", base | {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": port, "RANK": str(r),
+                                                         "WORLD_SIZE": "2", "LOCAL_RANK": str(r)})
+             for r in range(2)]
+    single = launch(args, tmp_path / "single", base)
+    codes = finish([*ranks, single])
+    outputs = {d: (tmp_path / d / "output.txt").read_text()[-3000:] for d in ("rank0", "rank1", "single")}
+    assert codes == [0, 0, 0], outputs
+
+    # only rank 0 wrote: rank 1's working directory holds nothing but its console output
+    assert sorted(p.name for p in (tmp_path / "rank1").iterdir()) == ["output.txt"]
+    ddp_run, one_run = tmp_path / "rank0" / "run", tmp_path / "single" / "run"
+    assert sorted(p.name for p in ddp_run.iterdir()) == sorted(p.name for p in one_run.iterdir())
+
+    # the loss curve of the global batch (all-reduced over the ranks) matches one process's
+    ddp, one = losses(ddp_run), losses(one_run)
+    assert list(ddp) == list(one) == list(range(1, STEPS + 1))
+    rel = max(abs(ddp[s] - one[s]) / abs(one[s]) for s in one)
+    assert rel <= RTOL, (rel, ddp, one)
+
+    # and so do the weights: same data order, gradients averaged over the ranks
+    assert [s for s, _ in list_checkpoints(ddp_run / "checkpoints")] == [4, 8]
+    a, b = (load_checkpoint(r / "checkpoints" / f"ckpt_{STEPS:08d}.pt") for r in (ddp_run, one_run))
+    assert a["step"] == b["step"] == STEPS
+    assert torch.equal(a["sampler"]["generator"], b["sampler"]["generator"])
+    for key in ("model", "ema"):
+        for name, t in a[key].items():
+            torch.testing.assert_close(t, b[key][name], rtol=1e-4, atol=1e-6, msg=f"{key}.{name}")
+    print(f"max relative loss difference over {STEPS} steps: {rel:.2e}")
+
+
+def test_batch_must_split_over_processes(tmp_path):
+    """A global batch that does not divide by the world size is refused, on every rank, with one line."""
+    data = tmp_path / "data"
+    data.mkdir()
+    Image.fromarray(smooth_image(40, 48, 0)).save(data / "0.png")
+    cfg = tmp_path / "cfg.toml"
+    cfg.write_text(to_toml({"scales": [2], "data": [str(data)], "model_overrides": TINY, "steps": 2, "batch": 3,
+                            "patch": 6, "val_set": "", "device": "cpu"}))
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port()),
+           "WORLD_SIZE": "2", "CUDA_VISIBLE_DEVICES": ""}
+    procs = [launch(["train", "--config", str(cfg), "--out", "run"], tmp_path / f"rank{r}",
+                    env | {"RANK": str(r), "LOCAL_RANK": str(r)}) for r in range(2)]
+    assert finish(procs) == [2, 2]
+    for r in range(2):
+        text = (tmp_path / f"rank{r}" / "output.txt").read_text()
+        lines = [ln for ln in text.splitlines() if ln.strip()]
+        assert len(lines) == 1 and "does not split over 2 processes" in lines[0], text
