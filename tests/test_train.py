@@ -74,7 +74,8 @@ def one_error_line(err: str) -> str:
 def test_config_toml_round_trip(tmp_path):
     default = TrainConfig()
     custom = TrainConfig(
-        scales=[2, 3, 4], data=["/data/DIV2K", 'we"ird\\path', "tab\there", "new\nline", "ünïcødé 🙂", "\x1b\x7f"],
+        scales=[2, 3, 4],
+        data=["/data/DIV2K", 'we"ird\\path', "tab\there", "new\nline", "ünïcødé 🙂", "\x1b\x7f"],
         out="runs/x", variant="small", model_overrides={"dim": 8, "rope": True, "lam": 2.5, "heads": 2},
         init="/w/x2.safetensors", steps=1234, batch=6, lr=1e-6, min_lr=0.0, warmup=0, schedule="multistep",
         milestones=[10, 20], betas=[0.5, 0.999], ema=0.0, fit_schedule=True, max_minutes=1.5, data_root="/d",
@@ -333,7 +334,8 @@ def test_cli_resume_without_checkpoints_starts_fresh(tmp_path, tiny_data, capsys
                        "--steps", 2, "--batch", 2, "--patch", 8, "--device", "cpu")
     assert code == 0, err
     code, _, err = cli(capsys, "train", "--resume", "--scale", 2, "--data", train, "--out", tmp_path / "other",
-                       "--steps", 1, "--batch", 1, "--patch", 4, "--device", "cpu", "--val-set", "", "--variant", "small")
+                       "--steps", 1, "--batch", 1, "--patch", 4, "--device", "cpu", "--val-set", "",
+                       "--variant", "small")
     assert code == 0, err
 
 
@@ -396,3 +398,28 @@ def test_best_is_the_state_of_the_best_validation(tmp_path, tiny_data, monkeypat
     best = torch.load(tmp_path / "run" / "checkpoints" / "best.pt", weights_only=True)
     assert best["step"] == 4 and best["best"] == {"x2": 25.0}
     assert [s for s, _ in list_checkpoints(tmp_path / "run" / "checkpoints")] == [3, 6]
+
+
+def test_init_applies_on_a_first_start_even_with_resume(tmp_path, tiny_data):
+    """--init seeds the trunk when there is no checkpoint yet (a job script that always passes --resume), and is
+    ignored once the run has its own checkpoint."""
+    from nalasr.model import create_model
+    from nalasr.train.loop import train
+    from nalasr.weights import save_weights
+
+    torch.manual_seed(123)
+    src = save_weights(create_model("default", 2, **TINY), tmp_path / "x2.safetensors")
+    cfg = dict(scales=[2, 4], data=[str(tiny_data[0])], out=str(tmp_path / "run"), model_overrides=TINY, init=str(src),
+               steps=1, batch=2, patch=8, lr=1e-12, warmup=0, ema=0.0, val_set="", device="cpu")
+    logs: list[str] = []
+    train(TrainConfig(**cfg), resume=True, log=logs.append)
+    assert any("initialised the trunk" in m for m in logs)
+    trained = load_checkpoint(list_checkpoints(tmp_path / "run" / "checkpoints")[-1][1])["model"]
+    ref = load_weights(src).state_dict()
+    for name, t in ref.items():  # one step at lr 1e-12 leaves the initial weights (x2's upsampler too)
+        torch.testing.assert_close(trained[name if name.startswith("trunk.") else name.replace("upsampler.",
+                                                                                                "upsamplers.2.")],
+                                   t, atol=1e-6, rtol=0)
+    logs.clear()
+    train(TrainConfig(**{**cfg, "steps": 2}), resume=True, log=logs.append)
+    assert not any("initialised" in m for m in logs) and any("resumed from ckpt_00000001.pt" in m for m in logs)

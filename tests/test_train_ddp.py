@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import numpy as np
-import pytest
 import torch
 from PIL import Image
 
@@ -87,8 +87,8 @@ def test_two_gloo_processes_match_one_process(tmp_path):
     base |= {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": ""}
 
     port = str(free_port())
-    ranks = [launch(args, tmp_path / f"rank{r}", base | {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": port, "RANK": str(r),
-                                                         "WORLD_SIZE": "2", "LOCAL_RANK": str(r)})
+    torchrun = {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": port, "WORLD_SIZE": "2"}
+    ranks = [launch(args, tmp_path / f"rank{r}", base | torchrun | {"RANK": str(r), "LOCAL_RANK": str(r)})
              for r in range(2)]
     single = launch(args, tmp_path / "single", base)
     codes = finish([*ranks, single])
@@ -134,3 +134,40 @@ def test_batch_must_split_over_processes(tmp_path):
         text = (tmp_path / f"rank{r}" / "output.txt").read_text()
         lines = [ln for ln in text.splitlines() if ln.strip()]
         assert len(lines) == 1 and "does not split over 2 processes" in lines[0], text
+
+
+def test_ddp_resume_is_exact(tmp_path):
+    """Both ranks resume from rank 0's checkpoint and continue as if never stopped (log mean included)."""
+    data = tmp_path / "data"
+    data.mkdir()
+    for i in range(3):
+        Image.fromarray(smooth_image(40, 48, i)).save(data / f"{i}.png")
+    cfg = tmp_path / "cfg.toml"
+    cfg.write_text(to_toml({
+        "scales": [2, 3], "data": [str(data)], "model_overrides": TINY, "steps": 8, "batch": 4, "patch": 6,
+        "warmup": 2, "ema": 0.9, "ckpt_every": 1, "keep_last": 20, "log_every": 3, "val_set": "", "device": "cpu",
+    }))
+    base = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_PORT")}
+    base |= {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": "", "MASTER_ADDR": "127.0.0.1",
+             "WORLD_SIZE": "2"}
+
+    def ddp(out: Path, *extra: str) -> None:
+        port = str(free_port())
+        procs = [launch(["train", "--config", str(cfg), "--out", str(out), *extra], tmp_path / f"{out.name}{r}",
+                        base | {"MASTER_PORT": port, "RANK": str(r), "LOCAL_RANK": str(r)}) for r in range(2)]
+        assert finish(procs) == [0, 0], [(tmp_path / f"{out.name}{r}" / "output.txt").read_text()[-2000:]
+                                         for r in range(2)]
+
+    a, b = tmp_path / "a", tmp_path / "b"
+    ddp(a)
+    # "killed" after step 5's checkpoint, between the log lines of steps 3 and 6
+    shutil.copytree(a, b)
+    for step, path in list_checkpoints(b / "checkpoints"):
+        if step > 5:
+            path.unlink()
+    ddp(b, "--resume")
+    assert losses(b) == losses(a) and list(losses(a)) == [3, 6, 8]
+    x, y = (load_checkpoint(r / "checkpoints" / "ckpt_00000008.pt") for r in (a, b))
+    for key in ("model", "ema"):
+        for name, t in x[key].items():
+            assert torch.equal(t, y[key][name]), f"{key}.{name}"

@@ -178,13 +178,14 @@ def test_sigkill_anywhere_then_resume_is_bit_exact(setup):
             time.sleep(0.005)
         if proc.poll() is not None:
             break  # it finished before being killed
-        time.sleep(rng.uniform(0.0, 0.25))
+        time.sleep(rng.uniform(0.0, 0.12))
         proc.send_signal(signal.SIGKILL)
         assert wait(proc) in (-signal.SIGKILL, 0)
         kills += 1
         newest, temps = check_folder(out)
         during_save += temps > 0
-        assert newest < STEPS or proc.returncode == 0
+        if newest == STEPS:
+            break  # killed after the last checkpoint (while exporting): the resume below only exports
     assert kills >= 3, "the machine was too slow to kill the run a few times within the time limit"
 
     # 4. the newest checkpoint damaged after the fact (e.g. a disk fault): resume falls back to the one before

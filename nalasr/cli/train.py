@@ -70,8 +70,9 @@ def train_cmd(
         if not trainer.dist.main:  # one display per run: rank 0's
             result = trainer.run()
             return
-        with Progress(TextColumn("[bold]train"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
-                      TextColumn("{task.fields[info]}"), TimeRemainingColumn(), console=console, transient=False) as bar:
+        columns = (TextColumn("[bold]train"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
+                   TextColumn("{task.fields[info]}"), TimeRemainingColumn())
+        with Progress(*columns, console=console, transient=False) as bar:
             task = bar.add_task("train", total=cfg.steps, completed=trainer.step, info="")
 
             def progress(rec: dict) -> None:

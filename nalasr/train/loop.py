@@ -265,7 +265,13 @@ class Trainer:
             if self.step == first_step + 20:
                 t_fit = time.perf_counter()  # the first steps pay for warm-up (allocator, cuDNN autotune)
             stop = self._should_stop(t_start)
-            if self.dist.main and (self.step % cfg.ckpt_every == 0 or self.step == cfg.steps or stop):
+            ckpt_now = self.step % cfg.ckpt_every == 0 or self.step == cfg.steps or stop  # the same on every rank
+            if ckpt_now and self.dist.world > 1:
+                # the running loss sum in the checkpoint must be the global batch's, which every rank resumes
+                # from: the mean over ranks now, plus each rank's own steps later, averages the same
+                dist.all_reduce(self._loss_sum)
+                self._loss_sum /= self.dist.world
+            if self.dist.main and ckpt_now:
                 path = self._checkpoint()
                 last_ckpt = self.step
                 if improved:

@@ -1,0 +1,27 @@
+"""Where the time of one whole-image forward goes on CUDA (default variant, x4, fp16, 540x960 LR).
+
+    PYTHONPATH=.:kernels python benchmarks/profile_gpu.py
+"""
+
+from __future__ import annotations
+
+import torch
+
+from nalasr.model import create_model
+
+
+def main() -> None:
+    model = create_model("default", 4).cuda().half().eval().to(memory_format=torch.channels_last)
+    x = torch.rand(1, 3, 540, 960, device="cuda", dtype=torch.half).contiguous(memory_format=torch.channels_last)
+    with torch.inference_mode():
+        for _ in range(3):
+            model(x)
+        torch.cuda.synchronize()
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+            model(x)
+            torch.cuda.synchronize()
+    print(prof.key_averages().table(sort_by="cuda_time_total", row_limit=25, max_name_column_width=70))
+
+
+if __name__ == "__main__":
+    main()

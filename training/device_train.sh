@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# A time-boxed training run on the device machine that resumes the committed run.
+#   MIN=7.5 STEPS=20000 bash training/device_train.sh
+# Needs the training images under .carry/data/train and Set5 under .carry/data/Set5 (carried; see README.md
+# here for how to fit them under the 64 MiB a call may carry). Writes the new checkpoint, the log, the
+# config and the exported weights to $OUT.
+set -u
+export PYTHONPATH=$PWD:$PWD/kernels PYTHONUNBUFFERED=1
+RUN=.carry/run
+if ! ls $RUN/checkpoints/ckpt_*.pt >/dev/null 2>&1; then   # first call of a session: seed from the repo
+  mkdir -p $RUN/checkpoints && cp training/default_x234/ckpt_*.pt $RUN/checkpoints/
+  cp training/default_x234/log.jsonl $RUN/ 2>/dev/null
+fi
+nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv,noheader
+python3 -m nalasr train --out $RUN --resume --data .carry/data/train --data-root .carry/data \
+  --steps ${STEPS:-20000} --max-minutes ${MIN:-7.5} --fit-schedule --device cuda ${EXTRA:-} 2>&1 \
+  | tee $OUT/train_stdout.txt | grep -v "^train " | tail -30
+cp $(ls $RUN/checkpoints/ckpt_*.pt | tail -1) $RUN/log.jsonl $RUN/config.toml $OUT/
+cp $RUN/weights/*.safetensors $OUT/
+ls -la $OUT
