@@ -82,3 +82,14 @@ def palette_image(h: int, w: int, *, transparency: bool) -> Image.Image:
 
 PALETTE_RGB = np.array([[255, 0, 0], [0, 255, 0], [0, 0, 255], [255, 255, 0]], np.uint8)
 PALETTE_ALPHA = np.array([0, 128, 255, 255], np.uint8)
+
+
+def smooth_image(h: int, w: int, seed: int) -> np.ndarray:
+    """(H, W, 3) uint8 with structure at several scales (something a model can learn from)."""
+    rng = np.random.default_rng(seed)
+    y, x = np.mgrid[0:h, 0:w] / max(h, w)
+    out = np.zeros((h, w, 3))
+    for _ in range(6):
+        f, ph = rng.uniform(1, 12, size=2), rng.uniform(0, 2 * np.pi, size=3)
+        out += np.sin(2 * np.pi * (f[0] * x + f[1] * y)[..., None] + ph) * rng.uniform(10, 40)
+    return np.clip(out + 128 + rng.normal(0, 4, size=out.shape), 0, 255).astype(np.uint8)

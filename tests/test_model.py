@@ -191,7 +191,8 @@ def test_set_attention_backend(models):
         with pytest.raises(RuntimeError):
             model(x)
         model.set_attention_backend("auto")
-    assert torch.equal(model(x).detach(), auto)
+    # with autograd on, CPU convolutions may take another kernel path: equal up to float rounding
+    torch.testing.assert_close(model(x).detach(), auto, rtol=1e-5, atol=1e-6)
 
 
 def test_rope_variant_runs():

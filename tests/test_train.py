@@ -23,6 +23,7 @@ from nalasr.train.config import TrainConfig, load_toml, to_toml
 from nalasr.train.data import MARGIN, PatchSampler
 from nalasr.train.loop import lr_at
 from nalasr.weights import load_weights
+from imagegen import smooth_image
 
 TINY = {"dim": 8, "groups": 1, "blocks": 1, "heads": 2}
 
@@ -30,17 +31,6 @@ TINY = {"dim": 8, "groups": 1, "blocks": 1, "heads": 2}
 def noise_image(h: int, w: int, seed: int) -> np.ndarray:
     """(H, W, 3) uint8 noise: every crop of a few pixels is unique, so a patch can be found again."""
     return np.random.default_rng(seed).integers(0, 256, size=(h, w, 3), dtype=np.uint8)
-
-
-def smooth_image(h: int, w: int, seed: int) -> np.ndarray:
-    """(H, W, 3) uint8 with structure at several scales (something a model can learn from)."""
-    rng = np.random.default_rng(seed)
-    y, x = np.mgrid[0:h, 0:w] / max(h, w)
-    out = np.zeros((h, w, 3))
-    for _ in range(6):
-        f, ph = rng.uniform(1, 12, size=2), rng.uniform(0, 2 * np.pi, size=3)
-        out += np.sin(2 * np.pi * (f[0] * x + f[1] * y)[..., None] + ph) * rng.uniform(10, 40)
-    return np.clip(out + 128 + rng.normal(0, 4, size=out.shape), 0, 255).astype(np.uint8)
 
 
 def write_images(folder: Path, n: int, h: int, w: int, seed: int = 0) -> Path:

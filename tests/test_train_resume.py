@@ -28,6 +28,7 @@ from PIL import Image
 from nalasr.train.checkpoint import list_checkpoints, load_checkpoint, load_latest
 from nalasr.train.config import to_toml
 from nalasr.weights import load_weights
+from imagegen import smooth_image
 
 STEPS = 36
 TINY = {"dim": 8, "groups": 1, "blocks": 1, "heads": 2}
@@ -61,16 +62,6 @@ if where:
 from nalasr.cli import run
 sys.exit(run(sys.argv[1:]))
 """
-
-
-def smooth_image(h: int, w: int, seed: int) -> np.ndarray:
-    rng = np.random.default_rng(seed)
-    y, x = np.mgrid[0:h, 0:w] / max(h, w)
-    out = np.zeros((h, w, 3))
-    for _ in range(6):
-        f, ph = rng.uniform(1, 12, size=2), rng.uniform(0, 2 * np.pi, size=3)
-        out += np.sin(2 * np.pi * (f[0] * x + f[1] * y)[..., None] + ph) * rng.uniform(10, 40)
-    return np.clip(out + 128 + rng.normal(0, 4, size=out.shape), 0, 255).astype(np.uint8)
 
 
 @pytest.fixture(scope="module")
