@@ -41,7 +41,7 @@ from . import __version__
 from .errors import InputError, NalasrError
 from .fsutil import atomic_path, atomic_write_bytes
 from .model import DEFAULT_VARIANT, VARIANTS, NaLaSR, NaLaSRConfig, config_for, count_params, create_model, variant_of
-from .runtime import PeakMemory, dtype_name, resolve_device, resolve_dtype
+from .runtime import PeakMemory, dtype_name, keep_freed_memory, resolve_device, resolve_dtype
 from .softmax_mixer import materialised_bytes, swap_attention
 
 GIB = 1024**3
@@ -497,6 +497,8 @@ def _time(
     stops once it would pass a quarter of it, and repeats are cut to what the rest allows.
     """
     cuda = device.type == "cuda"
+    if not cuda:
+        keep_freed_memory()  # as every CPU inference path does (infer.run_model)
     finite: bool | None = None
     used, spent, per, cut = 0, 0.0, 0.0, ""
     for i in range(warmup):

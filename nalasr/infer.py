@@ -15,7 +15,7 @@ import torch
 from torch import Tensor, nn
 
 from .errors import DeviceMemoryError
-from .runtime import PeakMemory, dtype_name, sync
+from .runtime import PeakMemory, dtype_name, keep_freed_memory, sync
 
 
 @dataclass
@@ -33,6 +33,8 @@ def run_model(model: nn.Module, lr: Tensor, dtype: torch.dtype) -> tuple[Tensor,
     Returns (B, C, s·H, s·W) float32 clamped to [0, 1], and the timing/memory of the forward.
     """
     device = next(model.parameters()).device
+    if device.type == "cpu":
+        keep_freed_memory()
     try:
         sr, stats = _forward(model, lr, dtype, device)
         if dtype != torch.float32 and not torch.isfinite(sr).all():  # checked before clamping hides inf

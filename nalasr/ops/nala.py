@@ -15,6 +15,11 @@ Per head, with d = head dim and x = ‖x‖·dir(x):
 Optional 2-D RoPE acts on the numerator only. Because φ's two halves are (m·cos θ, m·sin θ), a
 rotation of the pair (j, j+d) by ω_j·pos is the same as adding ω_j·pos to θ_j, which is how it is
 applied here; the first d/2 angles use the row index, the other d/2 the column index.
+
+How it is computed (the math above is unchanged; CPU speed is why): the cos and sin halves of φ are kept
+apart and contracted with batched matmuls on head-major views (no 2d-wide concatenation, no einsum
+copies); m_q = exp(p·log|dir|) (a per-token torch.pow is not vectorised); and where autograd does not
+record, intermediates are overwritten in place instead of allocating new (B, N, H, D) buffers.
 """
 
 from __future__ import annotations
@@ -72,10 +77,21 @@ def rope_angles(hw: tuple[int, int], head_dim: int, base: float = 100.0, device=
     return ang
 
 
+def _records_grad(*tensors: Tensor) -> bool:
+    """True when autograd records the ops on ``tensors``.
+
+    When it does not (inference), the code below overwrites its own intermediates in place: the values are
+    the same, but on CPU every fresh (B, N, H, D) buffer costs page faults (large blocks go back to the OS
+    when freed), which in this memory-bound code weighs as much as the arithmetic.
+    """
+    return torch.is_grad_enabled() and any(t.requires_grad for t in tensors)
+
+
 def _magnitude_and_angle(x: Tensor, *, query: bool, params: NalaParams) -> tuple[Tensor, Tensor]:
     """The polar parts of φ(x): magnitude m and angle θ, each (..., d) in the compute dtype."""
     x = x.to(_compute_dtype(x))
-    ss = (x * x).sum(-1, keepdim=True)
+    recording = _records_grad(x)
+    ss = torch.linalg.vector_norm(x, dim=-1, keepdim=True).square()  # Σx², without an (..., d) temporary
     inv = torch.rsqrt(ss + NORM_EPS)
     direction = x * inv
     if query:
@@ -83,11 +99,14 @@ def _magnitude_and_angle(x: Tensor, *, query: bool, params: NalaParams) -> tuple
         power = params.lam * (params.tau + torch.tanh(ss * inv))
         mag = _pow(direction.abs(), power, positive=params.lam > 0 and params.tau > 0)
     else:
-        mag = x.abs().pow(params.lam)
-    # α·x with α = 1 is x itself: skipping the multiply changes no bit.
-    theta = (math.pi / 4) * torch.tanh(direction if params.alpha == 1 else params.alpha * direction)
-    if abs(params.alpha) > _ALPHA_CAP_FREE:  # below it the cap cannot bind (|dir| ≤ 1), so it is skipped
-        theta = theta.clamp(-THETA_MAX, THETA_MAX)
+        mag = x.abs().pow_(params.lam)  # in place on abs's own output: fine under autograd too
+    # θ = (π/4)·tanh(α·dir); α·x with α = 1 is x itself, so that multiply is skipped (no bit changes).
+    if recording:
+        theta = (math.pi / 4) * torch.tanh(direction if params.alpha == 1 else params.alpha * direction)
+    else:  # the same ops, in direction's buffer
+        theta = (direction if params.alpha == 1 else direction.mul_(params.alpha)).tanh_().mul_(math.pi / 4)
+    if abs(params.alpha) > _ALPHA_CAP_FREE:  # for smaller α the cap cannot bind (|dir| ≤ 1): skipped
+        theta = theta.clamp_(-THETA_MAX, THETA_MAX)
     return mag, theta
 
 
@@ -99,18 +118,27 @@ def _pow(base: Tensor, exponent: Tensor, *, positive: bool) -> Tensor:
     """base ** exponent for base ≥ 0, with an exponent per token broadcast over the last axis.
 
     torch.pow with a broadcast tensor exponent is not vectorised on CPU; exp(exponent·log base) is ~10×
-    faster and agrees within fp32 rounding (log 0 = −inf gives exp(−inf) = 0 = 0^p for p > 0). Its
-    gradient at base = 0 would be 0·∞ = NaN, so where autograd records, or when p = 0 is possible
-    (0·log 0 = NaN, while 0^0 = 1), torch.pow is used.
+    faster and agrees within fp32 rounding: log 0 = −inf gives exp(−inf) = 0 = 0^p for p > 0. ``positive``
+    says p > 0 holds; otherwise (0·log 0 = NaN, while 0^0 = 1) torch.pow runs. Without autograd ``base`` is
+    overwritten. Under autograd the same values come with a finite gradient at base = 0 (not 0·∞ = NaN).
     """
-    if not positive or (torch.is_grad_enabled() and (base.requires_grad or exponent.requires_grad)):
+    if not positive:
         return base.pow(exponent)
-    return torch.exp(torch.log(base) * exponent)
+    if not _records_grad(base, exponent):
+        return base.log_().mul_(exponent).exp_()
+    nonzero = base > 0
+    return torch.where(nonzero, torch.exp(torch.log(torch.where(nonzero, base, 1.0)) * exponent), 0.0)
 
 
-def _cos_sin(mag: Tensor, theta: Tensor) -> tuple[Tensor, Tensor]:
-    """The two halves of φ = [m·cos θ, m·sin θ], kept apart (no concatenated 2d-wide copy)."""
-    return mag * torch.cos(theta), mag * torch.sin(theta)
+def _cos_sin(mag: Tensor, theta: Tensor, *, reuse_theta: bool = False) -> tuple[Tensor, Tensor]:
+    """The two halves of φ = [m·cos θ, m·sin θ], kept apart (no concatenated 2d-wide copy).
+
+    ``reuse_theta``: θ is not needed afterwards and autograd does not record, so sin θ goes into its buffer.
+    The in-place products are safe under autograd (cos and sin keep their input, not their output).
+    """
+    cos = torch.cos(theta).mul_(mag)
+    sin = theta.sin_() if reuse_theta else torch.sin(theta)
+    return cos, sin.mul_(mag)
 
 
 def nala_features(x: Tensor, *, query: bool, params: NalaParams, shift: Tensor | None = None) -> Tensor:
@@ -150,26 +178,39 @@ def nala_attention_reference(
     n = q.shape[1]
     if rope_hw is not None and rope_hw[0] * rope_hw[1] != n:
         raise ValueError(f"rope_hw {tuple(rope_hw)} has {rope_hw[0] * rope_hw[1]} positions but there are {n} tokens")
+    recording = _records_grad(q, k, v)
     mag_q, theta_q = _magnitude_and_angle(q, query=True, params=params)  # (B, N, H, D) each
     mag_k, theta_k = _magnitude_and_angle(k, query=False, params=params)
-    qc, qs = _cos_sin(mag_q, theta_q)  # φq = [qc, qs]
-    kc, ks = _cos_sin(mag_k, theta_k)  # φk = [kc, ks]
+    if rope_hw is not None:
+        # RoPE rotates the numerator's features only: angles θ + ω·pos, the same magnitudes.
+        ang = rope_angles(rope_hw, q.shape[-1], rope_base, q.device)[None, :, None, :]  # (1, N, 1, D)
+        qrc, qrs = _cos_sin(mag_q, theta_q + ang, reuse_theta=not recording)
+        krc, krs = _cos_sin(mag_k, theta_k + ang, reuse_theta=not recording)
+    qc, qs = _cos_sin(mag_q, theta_q, reuse_theta=not recording)  # φq = [qc, qs]
+    kc, ks = _cos_sin(mag_k, theta_k, reuse_theta=not recording)  # φk = [kc, ks]
     heads = lambda t: t.transpose(1, 2)  # noqa: E731 — (B, N, H, ·) → (B, H, N, ·), a view
     vh = heads(v.to(qc.dtype))  # (B, H, N, Dv)
     z_c, z_s = kc.sum(1)[..., None] / n, ks.sum(1)[..., None] / n  # z = [z_c; z_s]: (B, H, D, 1) each
     if rope_hw is None:
-        s_c = heads(kc).transpose(-1, -2) @ vh / n  # (B, H, D, Dv)
-        s_s = heads(ks).transpose(-1, -2) @ vh / n
+        s_c = heads(kc).mT @ vh / n  # (B, H, D, Dv)
+        s_s = heads(ks).mT @ vh / n
         # z rides along as an extra column of S: one product gives numerator and denominator.
-        nd = heads(qc) @ torch.cat([s_c, z_c], -1) + heads(qs) @ torch.cat([s_s, z_s], -1)  # (B, H, N, Dv + 1)
-        num, den = nd[..., :-1], nd[..., -1:]
+        nd = _matmul_sum(heads(qc), torch.cat([s_c, z_c], -1), heads(qs), torch.cat([s_s, z_s], -1))
+        num, den = nd[..., :-1], nd[..., -1:]  # (B, H, N, Dv), (B, H, N, 1)
     else:
-        # RoPE rotates the numerator's features only: θ + ω·pos, the same magnitudes.
-        ang = rope_angles(rope_hw, q.shape[-1], rope_base, q.device)[None, :, None, :]  # (1, N, 1, D)
-        qrc, qrs = _cos_sin(mag_q, theta_q + ang)
-        krc, krs = _cos_sin(mag_k, theta_k + ang)
-        s_c = heads(krc).transpose(-1, -2) @ vh / n
-        s_s = heads(krs).transpose(-1, -2) @ vh / n
-        num = heads(qrc) @ s_c + heads(qrs) @ s_s  # (B, H, N, Dv)
-        den = heads(qc) @ z_c + heads(qs) @ z_s  # (B, H, N, 1)
-    return heads(num / (den + params.eps)).to(q.dtype)
+        s_c = heads(krc).mT @ vh / n
+        s_s = heads(krs).mT @ vh / n
+        num = _matmul_sum(heads(qrc), s_c, heads(qrs), s_s)
+        den = _matmul_sum(heads(qc), z_c, heads(qs), z_s)
+    den = den + params.eps
+    o = num / den if recording else num.div_(den)
+    return heads(o).to(q.dtype)
+
+
+def _matmul_sum(a1: Tensor, b1: Tensor, a2: Tensor, b2: Tensor) -> Tensor:
+    """a1 @ b1 + a2 @ b2 for (B, H, ·, ·) operands; the second product accumulates into the first's output."""
+    out = a1 @ b1
+    if not out.dtype == a2.dtype == b2.dtype:  # autocast made the product half precision: no in-place mixing
+        return out + a2 @ b2
+    out.flatten(0, -3).baddbmm_(a2.flatten(0, -3), b2.flatten(0, -3))  # out is contiguous: a view of it
+    return out
