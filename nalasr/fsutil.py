@@ -9,6 +9,15 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 
+def _read_umask() -> int:
+    mask = os.umask(0)  # the only way to read it is to set it; done once, at import
+    os.umask(mask)
+    return mask
+
+
+_UMASK = _read_umask()
+
+
 @contextlib.contextmanager
 def atomic_path(path: str | os.PathLike, *, overwrite: bool = True) -> Iterator[Path]:
     """Yield a temporary path beside ``path``; on success fsync it and rename it onto ``path``.
@@ -22,6 +31,8 @@ def atomic_path(path: str | os.PathLike, *, overwrite: bool = True) -> Iterator[
     tmp_path = Path(tmp)
     try:
         yield tmp_path
+        # mkstemp creates 0600 files: give the result the mode a plain open() would (or the replaced file's)
+        os.chmod(tmp_path, path.stat().st_mode & 0o7777 if path.exists() else 0o666 & ~_UMASK)
         with open(tmp_path, "rb+") as f:
             os.fsync(f.fileno())
         if overwrite:

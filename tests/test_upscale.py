@@ -563,3 +563,13 @@ def test_output_is_an_existing_file_for_many_inputs(tmp_path, capsys):
     (tmp_path / "out.png").write_bytes(b"x")
     code, _, err = cli(capsys, tmp_path / "a.png", tmp_path / "b.png", "-o", tmp_path / "out.png")
     assert code == 2 and "existing file" in err
+
+
+def test_outputs_get_normal_file_permissions(tmp_path, capsys, shipped):
+    """Atomic writes go through a 0600 temp file; the output must still be readable as a plain write's is."""
+    src = tmp_path / "in.png"
+    Image.fromarray(pixels(6, 5, 3)).save(src)
+    assert run(["upscale", str(src), "--scale", "2", "--device", "cpu"]) == 0
+    umask = os.umask(0)
+    os.umask(umask)
+    assert (tmp_path / "in_x2.png").stat().st_mode & 0o777 == 0o666 & ~umask
