@@ -27,6 +27,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "kernels")]
 
 from nalasr import bench  # noqa: E402
+from nalasr import bench_report  # noqa: E402
 from nalasr.errors import NalasrError  # noqa: E402
 
 
@@ -51,7 +52,7 @@ class _Lines(bench.Progress):
         self.n += 1
         with self.partial.open("a") as f:
             f.write(json.dumps(r.to_dict()) + "\n")
-        what = f"{r.median_ms:.2f} ms, {r.peak_gib:.3f} GiB" if r.status == "ok" else bench.status_text(r)
+        what = f"{r.median_ms:.2f} ms, {r.peak_gib:.3f} GiB" if r.status == "ok" else bench_report.status_text(r)
         print(f"    {self.n}/{self.total} {r.attention} {r.precision} x{r.scale} {r.variant} {r.size}: {what}", flush=True)
 
 
@@ -86,28 +87,28 @@ def main(argv: list[str]) -> int:
     preset = bench.PRESETS["h200"]
     partial = out / "records.jsonl"
     t0 = time.perf_counter()
-    load = bench.load_average()
+    load = bench_report.load_average()
     try:
         records = bench.run_sweeps(preset.sweeps, preset.options, _Lines(partial))
     except NalasrError as e:  # no GPU visible, bad install: one line, not a traceback
         print(f"error: {e}", file=sys.stderr)
         return 2
     command = shlex.join(["python", "benchmarks/run_bench_gpu.py", *argv])
-    env = bench.write_reports(records, json_path=out / "bench.json", markdown_path=out / "bench.md", command=command,
+    env = bench_report.write_reports(records, json_path=out / "bench.json", markdown_path=out / "bench.md", command=command,
                               load_at_start=load)
     try:
-        bench.write_plot(records, out / "bench.png")
+        bench_report.write_plot(records, out / "bench.png")
     except Exception as e:  # noqa: BLE001 — the numbers are written; a plot problem must not hide them
         print(f"no plot: {e}", file=sys.stderr)
     partial.unlink(missing_ok=True)
     print()
-    print(bench.machine_line(env))
+    print(bench_report.machine_line(env))
     print(f"{len(records)} records in {time.perf_counter() - t0:.0f} s; {bench.RANDOM_WEIGHTS_NOTE}")
     print(f"wrote {out / 'bench.json'}, {out / 'bench.md'}, {out / 'bench.png'}")
     print()
     print(_short_table(records))
     print()
-    for c in bench.check_targets(records):
+    for c in bench_report.check_targets(records):
         met = "n/a" if c.passed is None else ("yes" if c.passed else "NO")
         print(f"[{met:>3}] {c.target}: {c.measured}")
     return 0

@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from nalasr import bench
+from nalasr import bench_report
 from nalasr.bench import BenchOptions, BenchRecord, Sweep, run_sweep
 from nalasr.cli import run
 from nalasr.model import create_model
@@ -109,7 +110,7 @@ def test_sweep_records(records: list[BenchRecord]) -> None:
 
 def test_reports_written(records: list[BenchRecord], tmp_path) -> None:
     paths = {k: tmp_path / "out" / f"r.{k}" for k in ("json", "md")}
-    bench.write_reports(records, json_path=paths["json"], markdown_path=paths["md"], command="nalasr bench")
+    bench_report.write_reports(records, json_path=paths["json"], markdown_path=paths["md"], command="nalasr bench")
     data = json.loads(paths["json"].read_text())
     assert data["meta"]["cpu_cores"] and data["meta"]["torch"] == torch.__version__
     assert "random weights" in data["meta"]["note"]
@@ -118,7 +119,7 @@ def test_reports_written(records: list[BenchRecord], tmp_path) -> None:
     assert "| attention | op |" in md and "softmax-materialised" in md and "random weights" in md
     assert "NaLa against softmax attention" in md
     pytest.importorskip("matplotlib")
-    bench.write_plot(records, tmp_path / "p.png")
+    bench_report.write_plot(records, tmp_path / "p.png")
     assert (tmp_path / "p.png").read_bytes()[:4] == b"\x89PNG"
 
 
@@ -193,7 +194,7 @@ def test_targets() -> None:
                            device="cuda:0", lr_h=h, lr_w=w, out_h=4 * h, out_w=4 * w, tokens=h * w, status=status,
                            median_ms=ms, peak_gib=gib)
 
-    checks = {c.target: c for c in bench.check_targets([
+    checks = {c.target: c for c in bench_report.check_targets([
         rec("nala-auto", (192, 256), 8.0, 0.2), rec("softmax-materialised", (192, 256), 300.0, 40.0),
         rec("softmax-sdpa", (192, 256), 100.0, 0.3), rec("nala-auto", (540, 960), 50.0, 1.0),
     ])}

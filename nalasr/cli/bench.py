@@ -13,6 +13,7 @@ from rich.console import Console
 from rich.table import Table
 
 from .. import bench as lib
+from .. import bench_report as report
 from ..errors import BatchFailures, InputError
 from ..runtime import set_threads
 from .app import app, console, out
@@ -69,7 +70,7 @@ class _RichProgress(lib.Progress):
         self.bar.update(self.task, description=label)
 
     def done(self, r: lib.BenchRecord) -> None:
-        what = (f"{r.median_ms:9.1f} ms  {r.peak_gib:7.3f} GiB" if r.status == "ok" else lib.status_text(r))
+        what = (f"{r.median_ms:9.1f} ms  {r.peak_gib:7.3f} GiB" if r.status == "ok" else report.status_text(r))
         self.bar.console.print(f"{r.attention:>20} {r.precision} x{r.scale} {r.variant:>7} {r.size:>10}"
                                f"{' (max)' if r.find_max else ''}  {what}", soft_wrap=True, highlight=False)
         self.bar.advance(self.task)
@@ -86,11 +87,11 @@ def _summary(records: list[lib.BenchRecord]) -> Table:
         table.add_row(r.attention + (" (max)" if r.find_max else ""), r.backend, r.variant, str(r.scale), r.precision,
                       r.device, r.size, f"{r.tokens:,}", f"{r.median_ms:.1f}" if ok else "-",
                       f"{r.mpix_per_s:.1f}" if ok else "-", f"{r.peak_gib:.3f}" if ok else "-",
-                      "ok" if ok and not r.message else lib.status_text(r))
+                      "ok" if ok and not r.message else report.status_text(r))
     return table
 
 
-def _targets(checks: list[lib.TargetCheck]) -> Table:
+def _targets(checks: list[report.TargetCheck]) -> Table:
     table = Table(title="targets (issue 6)", title_justify="left")
     for col in ("target", "measured", "met"):
         table.add_column(col)
@@ -139,21 +140,21 @@ def bench(
     options = dataclasses.replace(options, **overrides)
     set_threads(threads)
     if plot_path is not None:
-        lib.require_matplotlib()  # before minutes of measuring, not after
+        report.require_matplotlib()  # before minutes of measuring, not after
     command = _command(preset=preset, sizes=sizes, scales=scales, precisions=precisions, devices=devices,
                        variants=variants, attention=attention, find_max=find_max, warmup=warmup, repeats=repeats,
                        weights=weights, threads=threads, max_forward_s=max_forward_s, max_case_s=max_case_s,
                        time_budget=time_budget, json=json_path, markdown=markdown_path, plot=plot_path)
-    load = lib.load_average()
+    load = report.load_average()
     with Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                   TimeElapsedColumn(), console=console, transient=True) as bar:
         records = lib.run_sweeps(sweeps, options, _RichProgress(bar))
-    lib.write_reports(records, json_path=json_path, markdown_path=markdown_path, plot_path=plot_path, command=command,
+    report.write_reports(records, json_path=json_path, markdown_path=markdown_path, plot_path=plot_path, command=command,
                       load_at_start=load)
     # Piped into a file or a log, rich would squeeze the tables to 80 columns: print them wide there.
     wide = out if out.is_terminal else Console(file=out.file, highlight=False, width=180)
     wide.print(_summary(records))
-    checks = lib.check_targets(records)
+    checks = report.check_targets(records)
     if checks:
         wide.print(_targets(checks))
     if options.weights is None:
