@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +27,11 @@ SHIPPED_DIR = Path(__file__).resolve().parent.parent / "weights"
 
 
 def shipped_dir() -> Path:
-    return Path(os.environ.get("NALASR_WEIGHTS", SHIPPED_DIR))
+    """NALASR_WEIGHTS, else the checkout's weights/ (editable install), else the installed copy."""
+    if "NALASR_WEIGHTS" in os.environ:
+        return Path(os.environ["NALASR_WEIGHTS"])
+    installed = Path(sys.prefix) / "share" / "nalasr" / "weights"
+    return SHIPPED_DIR if SHIPPED_DIR.is_dir() or not installed.is_dir() else installed
 
 
 def shipped_name(variant: str, scale: int) -> str:
