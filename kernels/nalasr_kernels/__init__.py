@@ -7,6 +7,8 @@ this package costs nothing when Triton is missing.
     nala_attention_triton(q, k, v, params=None, rope_hw=None, rope_base=100.0) -> o
         q, k: (B, N, H, D), v: (B, N, H, Dv), any strides; o: (B, N, H, Dv) contiguous, in q's dtype.
         Same signature and math as ``nalasr.ops.nala.nala_attention_reference``; differentiable in q, k, v.
+    layer_norm_triton(x, normalized_shape, weight, bias, eps) -> y
+        LayerNorm over the last axis (C ≤ 256); the signature and math of ``torch.nn.functional.layer_norm``.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from __future__ import annotations
 import importlib.util
 from typing import Any
 
-__all__ = ["HAS_TRITON", "nala_attention_triton"]
+__all__ = ["HAS_TRITON", "layer_norm_triton", "nala_attention_triton"]
 
 
 def _probe_triton() -> bool:
@@ -40,6 +42,14 @@ def nala_attention_triton(q, k, v, params: Any = None, rope_hw: tuple[int, int] 
         raise ImportError("nalasr_kernels needs the triton package (pip install triton)")
     impl = importlib.import_module(".nala", __name__).nala_attention_triton
     return impl(q, k, v, params, rope_hw, rope_base)
+
+
+def layer_norm_triton(x, normalized_shape, weight, bias, eps: float = 1e-5):
+    """Fused LayerNorm; see :func:`nalasr_kernels.layernorm.layer_norm_triton`."""
+    if not HAS_TRITON:
+        raise ImportError("nalasr_kernels needs the triton package (pip install triton)")
+    impl = importlib.import_module(".layernorm", __name__).layer_norm_triton
+    return impl(x, normalized_shape, weight, bias, eps)
 
 
 def __getattr__(name: str) -> Any:  # NalaAttentionFunction without importing Triton up front

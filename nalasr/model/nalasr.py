@@ -15,7 +15,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ..ops import BACKENDS, Backend, NalaParams, nala_attention
+from ..ops import BACKENDS, Backend, NalaParams, layer_norm, nala_attention
 
 SCALES = (2, 3, 4)
 
@@ -81,6 +81,13 @@ class NaLaSRConfig:
 # ----------------------------------------------------------------------------------------------- blocks
 
 
+class LayerNorm(nn.LayerNorm):
+    """nn.LayerNorm over the last axis (same parameters), routed through :func:`nalasr.ops.layer_norm`."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        return layer_norm(x, self.weight, self.bias, self.eps)
+
+
 def _dwconv(x: Tensor, conv: nn.Conv2d) -> Tensor:
     """Depthwise conv on a token-major map: (B, H, W, C) → (B, H, W, C) through a channels-last view."""
     return conv(x.permute(0, 3, 1, 2)).permute(0, 2, 3, 1)
@@ -121,7 +128,7 @@ class NalaMixer(nn.Module):
         self.cfg = cfg
         self.qkvg = nn.Linear(cfg.dim, 4 * cfg.dim)
         self.lepe = nn.Conv2d(cfg.dim, cfg.dim, cfg.lepe_kernel, padding=cfg.lepe_kernel // 2, groups=cfg.dim)
-        self.norm = nn.LayerNorm(cfg.dim)
+        self.norm = LayerNorm(cfg.dim)
         self.proj = nn.Linear(cfg.dim, cfg.dim)
         self.backend: Backend = "auto"
 
@@ -168,9 +175,9 @@ class NalaBlock(nn.Module):
     def __init__(self, cfg: NaLaSRConfig) -> None:
         super().__init__()
         self.cpe = nn.Conv2d(cfg.dim, cfg.dim, 3, padding=1, groups=cfg.dim)
-        self.norm1 = nn.LayerNorm(cfg.dim)
+        self.norm1 = LayerNorm(cfg.dim)
         self.mixer = NalaMixer(cfg)
-        self.norm2 = nn.LayerNorm(cfg.dim)
+        self.norm2 = LayerNorm(cfg.dim)
         self.ffn = ConvFFN(cfg.dim, cfg.ffn_ratio)
         self.gamma1 = nn.Parameter(torch.full((cfg.dim,), cfg.layerscale))
         self.gamma2 = nn.Parameter(torch.full((cfg.dim,), cfg.layerscale))

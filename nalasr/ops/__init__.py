@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import functools
+import os
 from typing import Literal
 
+import torch.nn.functional as F
 from torch import Tensor
 
 from .nala import NalaParams, nala_attention_reference, nala_features, rope_angles
@@ -12,7 +14,7 @@ from .nala import NalaParams, nala_attention_reference, nala_features, rope_angl
 Backend = Literal["auto", "triton", "reference"]
 BACKENDS: tuple[str, ...] = ("auto", "triton", "reference")
 
-__all__ = ["BACKENDS", "Backend", "NalaParams", "nala_attention", "nala_attention_reference", "nala_features",
+__all__ = ["BACKENDS", "Backend", "NalaParams", "layer_norm", "nala_attention", "nala_attention_reference", "nala_features",
            "rope_angles", "triton_available"]
 
 
@@ -54,3 +56,17 @@ def nala_attention(
     from nalasr_kernels import nala_attention_triton
 
     return nala_attention_triton(q, k, v, params, rope_hw, rope_base)
+
+
+def layer_norm(x: Tensor, weight: Tensor, bias: Tensor, eps: float) -> Tensor:
+    """LayerNorm over the last axis of x (..., C).
+
+    On CUDA with ``NALASR_FUSED_LAYERNORM=1`` the fused Triton kernel runs instead of ``F.layer_norm``
+    (opt-in until it is measured on a GPU: PyTorch's kernel was 47% of a 4K-output forward on the H200).
+    """
+    c = x.shape[-1]
+    if x.is_cuda and c <= 256 and os.environ.get("NALASR_FUSED_LAYERNORM") == "1" and triton_available():
+        from nalasr_kernels import layer_norm_triton
+
+        return layer_norm_triton(x, (c,), weight, bias, eps)
+    return F.layer_norm(x, (c,), weight, bias, eps)

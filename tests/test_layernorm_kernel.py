@@ -1,0 +1,98 @@
+"""Fused LayerNorm kernel against its reference, torch.nn.functional.layer_norm (outputs and gradients).
+
+On CPU the kernel runs under TRITON_INTERPRET=1, in a subprocess (the flag must be set before Triton is
+imported, and must not leak into other tests). Fresh buffers are filled with NaN there, so an element the
+kernel fails to write shows up. Sizes are odd on purpose: ragged row blocks, C not a power of two.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+pytest.importorskip("triton")
+
+# (rows, C, dtype) — relative RMS tolerances for y / grads per dtype (stats are fp32 in both)
+CASES = [(1, 64, "float32"), (37, 64, "float32"), (300, 48, "float32"), (129, 17, "float32"),
+         (65, 100, "float16"), (70, 64, "bfloat16"), (1025, 64, "float16")]
+TOL = {"float32": 1e-5, "float16": 2e-3, "bfloat16": 1.5e-2}
+
+
+def _rel(a: torch.Tensor, b: torch.Tensor) -> float:
+    a, b = a.double(), b.double()
+    return float((a - b).norm() / b.norm().clamp_min(1e-30))
+
+
+def _worker(out: str) -> None:
+    """Runs with TRITON_INTERPRET=1: every case on CPU, errors written as JSON."""
+    real_empty, real_empty_like = torch.empty, torch.empty_like
+    torch.empty = lambda *a, **k: real_empty(*a, **k).fill_(float("nan"))  # type: ignore[assignment]
+    torch.empty_like = lambda *a, **k: real_empty_like(*a, **k).fill_(float("nan"))  # type: ignore[assignment]
+    from nalasr_kernels.layernorm import layer_norm_triton
+
+    res = []
+    for m, c, dt in CASES:
+        dtype = getattr(torch, dt)
+        g = torch.Generator().manual_seed(m * 1000 + c)
+        x = (torch.randn(m, c, generator=g) * 3 + 1.5).to(dtype)
+        w = torch.randn(c, generator=g)
+        b = torch.randn(c, generator=g)
+        dy = torch.randn(m, c, generator=g).to(dtype)
+        leaves = [t.clone().requires_grad_() for t in (x, w, b)]
+        y = layer_norm_triton(leaves[0].view(m, 1, c), (c,), leaves[1], leaves[2], 1e-5).view(m, c)
+        y.backward(dy)
+        ref_leaves = [t.double().requires_grad_() for t in (x, w, b)]
+        y_ref = torch.nn.functional.layer_norm(ref_leaves[0], (c,), ref_leaves[1], ref_leaves[2], 1e-5)
+        y_ref.backward(dy.double())
+        res.append({"case": [m, c, dt], "y": _rel(y, y_ref), "dtype_ok": y.dtype == dtype,
+                    **{n: _rel(t.grad, r.grad) for n, t, r in zip(("dx", "dw", "db"), leaves, ref_leaves)}})
+    with open(out, "w") as f:
+        json.dump(res, f)
+
+
+@pytest.fixture(scope="module")
+def interpreted(tmp_path_factory) -> list[dict]:
+    if torch.cuda.is_available():
+        pytest.skip("CUDA present: the GPU run (benchmarks/gpu_kernels_check.py) covers it")
+    out = tmp_path_factory.mktemp("ln") / "res.json"
+    env = {**os.environ, "TRITON_INTERPRET": "1", "CUDA_VISIBLE_DEVICES": ""}
+    proc = subprocess.run([sys.executable, __file__, str(out)], env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(out.read_text())
+
+
+@pytest.mark.parametrize("i", range(len(CASES)))
+def test_fused_layer_norm_matches_reference(interpreted, i):
+    r = interpreted[i]
+    tol = TOL[r["case"][2]]
+    assert r["dtype_ok"]
+    for key in ("y", "dx", "dw", "db"):
+        assert r[key] < tol * (4 if key != "y" else 1), (r["case"], key, r[key])  # NaN fails too
+
+
+def test_model_routes_layer_norm_through_the_op(monkeypatch):
+    """The model's norms go through nalasr.ops.layer_norm (where the CUDA switch lives), same numbers on CPU."""
+    from nalasr.model import create_model
+    from nalasr.model import nalasr as model_file
+
+    calls = []
+    real = model_file.layer_norm
+    monkeypatch.setattr(model_file, "layer_norm", lambda *a: calls.append(1) or real(*a))
+    model = create_model("small", 2).eval()
+    x = torch.rand(1, 3, 5, 6)
+    with torch.no_grad():
+        y = model(x)
+    assert len(calls) == 3 * 2 * 3  # three norms a block, 2 groups × 3 blocks
+    monkeypatch.setattr(model_file, "layer_norm", real)
+    with torch.no_grad():
+        assert torch.equal(model(x), y)
+
+
+if __name__ == "__main__":
+    sys.path[:0] = [os.path.join(os.path.dirname(__file__), "..", "kernels")]
+    _worker(sys.argv[1])
