@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 from PIL import Image, UnidentifiedImageError
 
+from . import imageio
 from .errors import DatasetError, DownloadError, InputError
 
 PROJECT_DATASETS = Path(__file__).resolve().parent.parent / "datasets"
@@ -34,22 +35,17 @@ PROJECT_DATASETS = Path(__file__).resolve().parent.parent / "datasets"
 
 
 def read_image(path: str | os.PathLike) -> np.ndarray:
-    """Decode an image by its content (not its extension) → uint8 (H, W) for single-channel files, else (H, W, 3).
+    """The protocol's view of an image file → uint8 (H, W) for single-channel files, else (H, W, 3).
 
-    Alpha is dropped; palette images become RGB. 16-bit and float images are refused: the protocol is uint8.
+    Decoding (by content, one-line errors) is :func:`nalasr.imageio.read_image`'s; here alpha is dropped
+    and 16-bit files are refused, because the protocol is 8-bit.
     """
-    path = Path(path)
-    try:
-        with Image.open(path) as im:
-            im.load()
-            mode = im.mode
-            if mode in ("1", "L", "LA"):
-                return np.asarray(im.convert("L"))
-            if mode in ("RGB", "RGBA", "P", "PA", "CMYK", "YCbCr", "LAB", "HSV"):
-                return np.asarray(im.convert("RGB"))
-    except (UnidentifiedImageError, OSError, ValueError) as e:
-        raise InputError(f"{path}: not a readable image ({type(e).__name__}); remove it or convert it to PNG") from None
-    raise InputError(f"{path}: {mode} images are not supported (the protocol is 8-bit); convert it to 8-bit PNG")
+    picture = imageio.read_image(path)
+    if picture.bits != 8:
+        raise InputError(f"{path}: {picture.describe()} images are not supported (the protocol is 8-bit); "
+                         "convert it to 8-bit PNG")
+    pixels = picture.pixels
+    return pixels[..., 0] if picture.channels <= 2 else pixels[..., :3]
 
 
 def image_size(path: Path) -> tuple[int, int] | None:

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from PIL import Image, UnidentifiedImageError
 from torch import Tensor
 
+from ..datasets import read_image
 from ..errors import InputError
 from ..protocol import imresize
 
@@ -39,12 +39,12 @@ def find_images(folders: list[str | Path]) -> list[Path]:
 
 
 def decode_rgb(path: Path) -> np.ndarray | None:
-    """(H, W, 3) uint8, or None for a file that is not an image (it is skipped, not fatal)."""
+    """(H, W, 3) uint8, or None for a file that is not an 8-bit image (it is skipped, not fatal)."""
     try:
-        with Image.open(path) as im:
-            return np.asarray(im.convert("RGB"))
-    except (UnidentifiedImageError, OSError):
+        img = read_image(path)
+    except InputError:
         return None
+    return np.repeat(img[..., None], 3, axis=2) if img.ndim == 2 else img
 
 
 @dataclass
