@@ -21,15 +21,20 @@ __all__ = ["layer_norm_triton"]
 
 
 @triton.jit
-def _ln_fwd(X, W, B, Y, MEAN, RSTD, M, C, eps,
-            BLOCK_M: tl.constexpr, BC: tl.constexpr):
-    """Rows [pid·BLOCK_M, +BLOCK_M) of X (M, C) → Y; also the per-row mean and 1/σ for the backward."""
-    rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
+def _rows_tile(pid, M, C, BLOCK_M: tl.constexpr, BC: tl.constexpr):
+    """Rows [pid·BLOCK_M, +BLOCK_M) of an (M, C) row-major array: row/col masks, 2-D mask, element offsets."""
+    rows = pid * BLOCK_M + tl.arange(0, BLOCK_M)
     cols = tl.arange(0, BC)
     rmask = rows < M
     cmask = cols < C
-    mask = rmask[:, None] & cmask[None, :]
-    offs = rows[:, None].to(tl.int64) * C + cols[None, :]
+    return rows, cols, rmask, cmask, rmask[:, None] & cmask[None, :], rows[:, None].to(tl.int64) * C + cols[None, :]
+
+
+@triton.jit
+def _ln_fwd(X, W, B, Y, MEAN, RSTD, M, C, eps,
+            BLOCK_M: tl.constexpr, BC: tl.constexpr):
+    """Rows [pid·BLOCK_M, +BLOCK_M) of X (M, C) → Y; also the per-row mean and 1/σ for the backward."""
+    rows, cols, rmask, cmask, mask, offs = _rows_tile(tl.program_id(0), M, C, BLOCK_M, BC)
     x = tl.load(X + offs, mask=mask, other=0.0).to(tl.float32)
     mean = tl.sum(x, axis=1) / C
     xc = tl.where(mask, x - mean[:, None], 0.0)
@@ -51,12 +56,7 @@ def _ln_bwd(X, W, DY, MEAN, RSTD, DX, DW_PART, DB_PART, M, C,
     With x̂ = (x − μ)/σ and g = dy·w: dx = (g − mean(g) − x̂·mean(g·x̂)) / σ.
     """
     pid = tl.program_id(0)
-    rows = pid * BLOCK_M + tl.arange(0, BLOCK_M)
-    cols = tl.arange(0, BC)
-    rmask = rows < M
-    cmask = cols < C
-    mask = rmask[:, None] & cmask[None, :]
-    offs = rows[:, None].to(tl.int64) * C + cols[None, :]
+    rows, cols, rmask, cmask, mask, offs = _rows_tile(pid, M, C, BLOCK_M, BC)
     x = tl.load(X + offs, mask=mask, other=0.0).to(tl.float32)
     dy = tl.load(DY + offs, mask=mask, other=0.0).to(tl.float32)
     mean = tl.load(MEAN + rows, mask=rmask, other=0.0)

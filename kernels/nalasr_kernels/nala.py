@@ -264,12 +264,7 @@ def _fwd_reduce(
             s2 = s
         acc_c = tl.dot(tl.trans(m * c2), vv, acc_c, input_precision=PREC)
         acc_s = tl.dot(tl.trans(m * s2), vv, acc_s, input_precision=PREC)
-    base = PART + ((pid_b * H + pid_h) * n_chunks + pid_c).to(tl.int64) * (2 * BD * BDV + 2 * BD)
-    se = offs_d[:, None] * BDV + offs_e[None, :]
-    tl.store(base + se, acc_c)
-    tl.store(base + BD * BDV + se, acc_s)
-    tl.store(base + 2 * BD * BDV + offs_d, z_c)
-    tl.store(base + 2 * BD * BDV + BD + offs_d, z_s)
+    _store_state(PART, (pid_b * H + pid_h) * n_chunks + pid_c, acc_c, acc_s, z_c, z_s, BD, BDV)
 
 
 @triton.jit(do_not_specialize=["n_chunks"])
@@ -286,6 +281,28 @@ def _combine(PART, OUT, n_chunks, scale, STATE: tl.constexpr, BLOCK: tl.constexp
                     mask=(cs < n_chunks)[:, None] & mask[None, :], other=0.0)
         acc += tl.sum(x, axis=0)
     tl.store(OUT + pid_bh.to(tl.int64) * STATE + offs, acc * scale, mask=mask)
+
+
+@triton.jit
+def _store_state(STATE, slot, s_c, s_s, z_c, z_s, BD: tl.constexpr, BDV: tl.constexpr):
+    """Write one state (or one chunk's partial) at index ``slot``, in the layout :func:`_load_state` reads."""
+    offs_d = tl.arange(0, BD)
+    se = offs_d[:, None] * BDV + tl.arange(0, BDV)[None, :]
+    st = STATE + slot.to(tl.int64) * (2 * BD * BDV + 2 * BD)
+    tl.store(st + se, s_c)
+    tl.store(st + BD * BDV + se, s_s)
+    tl.store(st + 2 * BD * BDV + offs_d, z_c)
+    tl.store(st + 2 * BD * BDV + BD + offs_d, z_s)
+
+
+@triton.jit
+def _load_state(STATE, bh, BD: tl.constexpr, BDV: tl.constexpr):
+    """One (b, h)'s state, laid out [S_cos (BD×BDV), S_sin (BD×BDV), z_cos (BD), z_sin (BD)] → the four parts."""
+    offs_d = tl.arange(0, BD)
+    se = offs_d[:, None] * BDV + tl.arange(0, BDV)[None, :]
+    st = STATE + bh.to(tl.int64) * (2 * BD * BDV + 2 * BD)
+    return (tl.load(st + se), tl.load(st + BD * BDV + se),
+            tl.load(st + 2 * BD * BDV + offs_d), tl.load(st + 2 * BD * BDV + BD + offs_d))
 
 
 @triton.jit(do_not_specialize=["N", "W", "N_BUCKET"])
@@ -305,12 +322,7 @@ def _fwd_map(
     offs_e = tl.arange(0, BDV)
     dmask = offs_d < D
     emask = offs_e < DV
-    st = STATE + (pid_b * H + pid_h).to(tl.int64) * (2 * BD * BDV + 2 * BD)
-    se = offs_d[:, None] * BDV + offs_e[None, :]
-    s_c = tl.load(st + se)
-    s_s = tl.load(st + BD * BDV + se)
-    z_c = tl.load(st + 2 * BD * BDV + offs_d)
-    z_s = tl.load(st + 2 * BD * BDV + BD + offs_d)
+    s_c, s_s, z_c, z_s = _load_state(STATE, pid_b * H + pid_h, BD, BDV)
     q_base = Q + pid_b.to(tl.int64) * sq_b + pid_h.to(tl.int64) * sq_h
     o_base = O + pid_b.to(tl.int64) * so_b + pid_h.to(tl.int64) * so_h
     if ROPE:
@@ -356,12 +368,7 @@ def _bwd_query(
     offs_e = tl.arange(0, BDV)
     dmask = offs_d < D
     emask = offs_e < DV
-    st = STATE + (pid_b * H + pid_h).to(tl.int64) * (2 * BD * BDV + 2 * BD)
-    se = offs_d[:, None] * BDV + offs_e[None, :]
-    s_c = tl.load(st + se)
-    s_s = tl.load(st + BD * BDV + se)
-    z_c = tl.load(st + 2 * BD * BDV + offs_d)
-    z_s = tl.load(st + 2 * BD * BDV + BD + offs_d)
+    s_c, s_s, z_c, z_s = _load_state(STATE, pid_b * H + pid_h, BD, BDV)
     s_cT = tl.trans(s_c)
     s_sT = tl.trans(s_s)
     q_base = Q + pid_b.to(tl.int64) * sq_b + pid_h.to(tl.int64) * sq_h
@@ -428,11 +435,7 @@ def _bwd_query(
         proj = tl.sum(ddir * dirn, axis=1)
         dx = r[:, None] * (ddir - dirn * proj[:, None]) + (dnrm * r * (2.0 - ss * r * r))[:, None] * x
         tl.store(dq_base + rows[:, None] * sdq_n + offs_d[None, :] * sdq_d, dx.to(DQ.dtype.element_ty), mask=mask_d)
-    base = PART + ((pid_b * H + pid_h) * n_chunks + pid_c).to(tl.int64) * (2 * BD * BDV + 2 * BD)
-    tl.store(base + se, ds_c)
-    tl.store(base + BD * BDV + se, ds_s)
-    tl.store(base + 2 * BD * BDV + offs_d, dz_c)
-    tl.store(base + 2 * BD * BDV + BD + offs_d, dz_s)
+    _store_state(PART, (pid_b * H + pid_h) * n_chunks + pid_c, ds_c, ds_s, dz_c, dz_s, BD, BDV)
 
 
 @triton.jit(do_not_specialize=["N", "W", "N_BUCKET"])
@@ -453,12 +456,9 @@ def _bwd_key(
     offs_e = tl.arange(0, BDV)
     dmask = offs_d < D
     emask = offs_e < DV
-    st = DSTATE + (pid_b * H + pid_h).to(tl.int64) * (2 * BD * BDV + 2 * BD)
-    se = offs_d[:, None] * BDV + offs_e[None, :]
-    ds_c = tl.load(st + se)                                      # already scaled by 1/N
-    ds_s = tl.load(st + BD * BDV + se)
-    gc = tl.load(st + 2 * BD * BDV + offs_d)[None, :]            # ∂L/∂φk: the same for every key
-    gs = tl.load(st + 2 * BD * BDV + BD + offs_d)[None, :]
+    ds_c, ds_s, gc, gs = _load_state(DSTATE, pid_b * H + pid_h, BD, BDV)  # dS already scaled by 1/N
+    gc = gc[None, :]  # ∂L/∂φk: the same for every key
+    gs = gs[None, :]
     ds_cT = tl.trans(ds_c)
     ds_sT = tl.trans(ds_s)
     k_base = K + pid_b.to(tl.int64) * sk_b + pid_h.to(tl.int64) * sk_h
