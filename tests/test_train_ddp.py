@@ -53,6 +53,14 @@ def finish(procs: list[subprocess.Popen]) -> list[int]:
                 p.wait()
 
 
+def write_images(folder: Path, n: int) -> Path:
+    """``n`` small training images (40×48) in a new ``folder``."""
+    folder.mkdir()
+    for i in range(n):
+        Image.fromarray(smooth_image(40, 48, i)).save(folder / f"{i}.png")
+    return folder
+
+
 def losses(run: Path) -> dict[int, float]:
     recs = [json.loads(line) for line in (run / "log.jsonl").read_text().splitlines()]
     steps = [r["step"] for r in recs if "step" in r]
@@ -61,10 +69,7 @@ def losses(run: Path) -> dict[int, float]:
 
 
 def test_two_gloo_processes_match_one_process(tmp_path):
-    data = tmp_path / "data"
-    data.mkdir()
-    for i in range(4):
-        Image.fromarray(smooth_image(40, 48, i)).save(data / f"{i}.png")
+    data = write_images(tmp_path / "data", 4)
     cfg = tmp_path / "cfg.toml"
     # two scales: each step leaves one upsampler without gradients, which DDP must be told about
     cfg.write_text(to_toml({
@@ -109,9 +114,7 @@ def test_two_gloo_processes_match_one_process(tmp_path):
 
 def test_batch_must_split_over_processes(tmp_path):
     """A global batch that does not divide by the world size is refused, on every rank, with one line."""
-    data = tmp_path / "data"
-    data.mkdir()
-    Image.fromarray(smooth_image(40, 48, 0)).save(data / "0.png")
+    data = write_images(tmp_path / "data", 1)
     cfg = tmp_path / "cfg.toml"
     cfg.write_text(to_toml({"scales": [2], "data": [str(data)], "model_overrides": TINY, "steps": 2, "batch": 3,
                             "patch": 6, "val_set": "", "device": "cpu"}))
@@ -128,10 +131,7 @@ def test_batch_must_split_over_processes(tmp_path):
 
 def test_ddp_resume_is_exact(tmp_path):
     """Both ranks resume from rank 0's checkpoint and continue as if never stopped (log mean included)."""
-    data = tmp_path / "data"
-    data.mkdir()
-    for i in range(3):
-        Image.fromarray(smooth_image(40, 48, i)).save(data / f"{i}.png")
+    data = write_images(tmp_path / "data", 3)
     cfg = tmp_path / "cfg.toml"
     cfg.write_text(to_toml({
         "scales": [2, 3], "data": [str(data)], "model_overrides": TINY, "steps": 8, "batch": 4, "patch": 6,
