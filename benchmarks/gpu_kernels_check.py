@@ -27,14 +27,18 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "kernels")]
 
 
-def _load_tests():
-    spec = importlib.util.spec_from_file_location("nalasr_test_kernels", ROOT / "tests" / "test_kernels.py")
+def _load_tests(name: str = "test_kernels"):
+    spec = importlib.util.spec_from_file_location(f"nalasr_{name}", ROOT / "tests" / f"{name}.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
 
 
 T = _load_tests()  # run_case, tolerances: one definition for the CPU tests and this check
+LN = _load_tests("test_layernorm_kernel")  # run_cases, check: the fused LayerNorm's
+# LayerNorm at the network's sizes (518K and 2M tokens × 64 channels) besides the test's odd small ones.
+LN_CASES = LN.CASES + [(518400, 64, "float16"), (518400, 64, "bfloat16"), (2073600, 64, "float16"),
+                       (147456, 48, "float32")]
 
 FIXED = {"BLOCK_N": 64, "CHUNK": 1024, "num_warps": 4}  # side cases: skip autotuning (and its compile time)
 
@@ -148,6 +152,15 @@ def main() -> int:
         tol = f"{T.TOL_OUT[case['dtype']]:.0e}/{T.TOL_GRAD[case['dtype']]:.0e}"
         print(f"{name:42s} {errs} {tol:>15s} {time.perf_counter() - t0:6.1f}  {status}", flush=True)
         torch.cuda.empty_cache()
+    for r in LN.run_cases("cuda", LN_CASES) if not args.cases or "layernorm" in args.cases else []:
+        try:
+            LN.check(r)
+            status = "ok"
+        except AssertionError as e:
+            status, failed = f"FAIL {str(e)[:200]}", failed + 1
+        name = "layernorm-" + "-".join(map(str, r["case"]))
+        errs = " ".join(f"{r[k]:9.2e}" for k in ("y", "dx", "dw", "db"))
+        print(f"{name:42s} {errs} {LN.TOL[r['case'][2]]:>15.0e} {'':>6s}  {status}", flush=True)
     for label, fn in (("deterministic (518K, bf16, fwd+bwd twice)", lambda: (_determinism(K), "bitwise")),
                       ("torch.compile(fullgraph) = eager", lambda: _compiled_matches_eager(K)),
                       ("forward peak extra memory O(N·d)", lambda: _peak_forward_memory(K))):

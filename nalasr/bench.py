@@ -26,7 +26,7 @@ import os
 import re
 import statistics
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,6 +34,7 @@ import torch
 from torch import nn
 
 from .errors import InputError, NalasrError
+from .graphs import graphed
 from .model import DEFAULT_VARIANT, VARIANTS, NaLaSR, NaLaSRConfig, config_for, count_params, create_model, variant_of
 from .runtime import PeakMemory, dtype_name, keep_freed_memory, resolve_device, resolve_dtype
 from .softmax_mixer import materialised_bytes, swap_attention
@@ -82,6 +83,7 @@ class BenchRecord:
     finite: bool | None = None  # whether the first warm-up output was all finite (None: not checked)
     weights: str = "random"
     find_max: bool = False  # the largest size that ran, found by growing the input
+    cuda_graphs: bool = False  # the timed forwards replayed a CUDA graph (nalasr.graphs)
 
     @property
     def size(self) -> str:
@@ -117,6 +119,7 @@ class BenchOptions:
     max_case_s: float = 45.0  # warm-up and repeats of one case are cut to fit in this
     time_budget_s: float | None = None  # the whole run; later cases are recorded as skipped
     cudnn_benchmark: bool = True  # sizes are fixed per case, so cuDNN's algorithm search pays off
+    cuda_graphs: bool = True  # time what run_model does on CUDA: repeated sizes replay a graph (nalasr.graphs)
 
 
 @dataclass(frozen=True)
@@ -425,6 +428,7 @@ def measure_case(
     rec = _blank(case, cfg, options, "ok")
     model: nn.Module | None = None
     x: torch.Tensor | None = None
+    fwd = None
     try:
         model, rec.backend, note = build_model(case, options)
         h, w = case.lr_hw
@@ -434,7 +438,12 @@ def measure_case(
             x = x.contiguous(memory_format=torch.channels_last)
         # CUDA events record on the current device's stream: make that the case's device
         with torch.cuda.device(case.device) if cuda else contextlib.nullcontext():
-            times, used_warmup, finite, peak, kind, cut = _time(model, x, case.device, warmup, repeats, options.max_case_s)
+            fwd = graphed(model) if cuda and options.cuda_graphs else None
+            times, used_warmup, finite, peak, kind, cut = _time(fwd or model, x, case.device, warmup, repeats,
+                                                                options.max_case_s)
+            if fwd is not None and fwd.last_replayed is not None:  # activations live in the graph's pool
+                rec.cuda_graphs = True
+                peak = max(peak, fwd.last_replayed.pool_bytes + x.numel() * x.element_size() * case.scale ** 2)
         rec.times_ms = [round(t, 4) for t in times]
         rec.median_ms = statistics.median(times)
         rec.min_ms = min(times)
@@ -451,7 +460,7 @@ def measure_case(
         rec.message = (f"out of {case.device.type} memory at LR {case.lr_hw[0]}x{case.lr_hw[1]} "
                        f"({case.tokens:,} tokens){_asked(e)}" if rec.status == "oom" else _first_line(e))
     finally:
-        del model, x
+        del model, x, fwd  # the graphs' memory too, before the next case
         _release(case.device)
     return rec
 
@@ -483,7 +492,7 @@ def build_model(case: Case, options: BenchOptions) -> tuple[nn.Module, str, str]
 
 @torch.inference_mode()
 def _time(
-    model: nn.Module, x: torch.Tensor, device: torch.device, warmup: int, repeats: int, max_case_s: float
+    model: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor, device: torch.device, warmup: int, repeats: int, max_case_s: float
 ) -> tuple[list[float], int, bool | None, int, str, str]:
     """Warm-up, then ``repeats`` timed forwards: (times ms, warm-ups run, finite, peak bytes, memory kind, note).
 

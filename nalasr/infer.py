@@ -15,6 +15,7 @@ import torch
 from torch import Tensor, nn
 
 from .errors import DeviceMemoryError
+from .graphs import graphed
 from .runtime import PeakMemory, dtype_name, keep_freed_memory, sync
 
 
@@ -59,16 +60,20 @@ def _forward(model: nn.Module, lr: Tensor, dtype: torch.dtype, device: torch.dev
     model_dtype = next(model.parameters()).dtype
     if model_dtype != dtype:
         model.to(dtype)
+    fwd = graphed(model) if device.type == "cuda" else None  # a repeated size replays a CUDA graph
     with PeakMemory(device) as mem:
         sync(device)
         t0 = time.perf_counter()
-        y = model(x)
+        y = fwd(x) if fwd is not None else model(x)
         sync(device)
         ms = (time.perf_counter() - t0) * 1e3
+    peak = mem.peak_bytes
+    if fwd is not None and fwd.last_replayed is not None:  # its activations live in the graph's pool
+        peak = max(peak, fwd.last_replayed.pool_bytes + y.numel() * y.element_size())
     y = y.float()
     if gray:
         y = y.mean(dim=1, keepdim=True)
-    return y, ForwardStats(ms, mem.peak_bytes, mem.kind, dtype_name(dtype), False)
+    return y, ForwardStats(ms, peak, mem.kind, dtype_name(dtype), False)
 
 
 def _release(device: torch.device) -> None:

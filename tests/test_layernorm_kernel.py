@@ -28,31 +28,48 @@ def _rel(a: torch.Tensor, b: torch.Tensor) -> float:
     return float((a - b).norm() / b.norm().clamp_min(1e-30))
 
 
-def _worker(out: str) -> None:
-    """Runs with TRITON_INTERPRET=1: every case on CPU, errors written as JSON."""
+def run_cases(device: str = "cpu", cases: list = CASES) -> list[dict]:
+    """Every case on ``device``: relative errors of y, dx, dw, db against float64 F.layer_norm, fresh buffers
+    NaN-filled. Also run by benchmarks/gpu_kernels_check.py on CUDA (with larger cases)."""
+    from nalasr_kernels.layernorm import layer_norm_triton
+
     real_empty, real_empty_like = torch.empty, torch.empty_like
     torch.empty = lambda *a, **k: real_empty(*a, **k).fill_(float("nan"))  # type: ignore[assignment]
     torch.empty_like = lambda *a, **k: real_empty_like(*a, **k).fill_(float("nan"))  # type: ignore[assignment]
-    from nalasr_kernels.layernorm import layer_norm_triton
-
     res = []
-    for m, c, dt in CASES:
-        dtype = getattr(torch, dt)
-        g = torch.Generator().manual_seed(m * 1000 + c)
-        x = (torch.randn(m, c, generator=g) * 3 + 1.5).to(dtype)
-        w = torch.randn(c, generator=g)
-        b = torch.randn(c, generator=g)
-        dy = torch.randn(m, c, generator=g).to(dtype)
-        leaves = [t.clone().requires_grad_() for t in (x, w, b)]
-        y = layer_norm_triton(leaves[0].view(m, 1, c), (c,), leaves[1], leaves[2], 1e-5).view(m, c)
-        y.backward(dy)
-        ref_leaves = [t.double().requires_grad_() for t in (x, w, b)]
-        y_ref = torch.nn.functional.layer_norm(ref_leaves[0], (c,), ref_leaves[1], ref_leaves[2], 1e-5)
-        y_ref.backward(dy.double())
-        res.append({"case": [m, c, dt], "y": _rel(y, y_ref), "dtype_ok": y.dtype == dtype,
-                    **{n: _rel(t.grad, r.grad) for n, t, r in zip(("dx", "dw", "db"), leaves, ref_leaves)}})
+    try:
+        for m, c, dt in cases:
+            dtype = getattr(torch, dt)
+            g = torch.Generator().manual_seed(m * 1000 + c)
+            x = (torch.randn(m, c, generator=g) * 3 + 1.5).to(dtype)
+            w = torch.randn(c, generator=g)
+            b = torch.randn(c, generator=g)
+            dy = torch.randn(m, c, generator=g).to(dtype)
+            leaves = [t.to(device).clone().requires_grad_() for t in (x, w, b)]
+            y = layer_norm_triton(leaves[0].view(m, 1, c), (c,), leaves[1], leaves[2], 1e-5).view(m, c)
+            y.backward(dy.to(device))
+            ref_leaves = [t.double().to(device).clone().requires_grad_() for t in (x, w, b)]
+            y_ref = torch.nn.functional.layer_norm(ref_leaves[0], (c,), ref_leaves[1], ref_leaves[2], 1e-5)
+            y_ref.backward(dy.double().to(device))
+            res.append({"case": [m, c, dt], "y": _rel(y, y_ref), "dtype_ok": y.dtype == dtype,
+                        **{n: _rel(t.grad, r.grad) for n, t, r in zip(("dx", "dw", "db"), leaves, ref_leaves)}})
+    finally:
+        torch.empty, torch.empty_like = real_empty, real_empty_like
+    return res
+
+
+def check(r: dict) -> None:
+    """Assert one run_cases() result is within tolerance (NaN fails too)."""
+    tol = TOL[r["case"][2]]
+    assert r["dtype_ok"], r
+    for key in ("y", "dx", "dw", "db"):
+        assert r[key] < tol * (4 if key != "y" else 1), (r["case"], key, r[key])
+
+
+def _worker(out: str) -> None:
+    """Runs with TRITON_INTERPRET=1: every case on CPU, results written as JSON."""
     with open(out, "w") as f:
-        json.dump(res, f)
+        json.dump(run_cases("cpu"), f)
 
 
 @pytest.fixture(scope="module")
@@ -68,11 +85,7 @@ def interpreted(tmp_path_factory) -> list[dict]:
 
 @pytest.mark.parametrize("i", range(len(CASES)))
 def test_fused_layer_norm_matches_reference(interpreted, i):
-    r = interpreted[i]
-    tol = TOL[r["case"][2]]
-    assert r["dtype_ok"]
-    for key in ("y", "dx", "dw", "db"):
-        assert r[key] < tol * (4 if key != "y" else 1), (r["case"], key, r[key])  # NaN fails too
+    check(interpreted[i])
 
 
 def test_model_routes_layer_norm_through_the_op(monkeypatch):

@@ -21,7 +21,7 @@ from nalasr.protocol import imresize
 from nalasr.train.checkpoint import list_checkpoints, load_checkpoint
 from nalasr.train.config import TrainConfig, load_toml, to_toml
 from nalasr.train.data import MARGIN, PatchSampler
-from nalasr.train.loop import lr_at
+from nalasr.train.loop import Trainer, lr_at
 from nalasr.weights import load_weights
 from imagegen import smooth_image
 
@@ -123,6 +123,41 @@ def test_lr_multistep():
     assert lr_at(4, cfg) == lr_at(49, cfg) == pytest.approx(1e-3)
     assert lr_at(50, cfg) == lr_at(79, cfg) == pytest.approx(5e-4)
     assert lr_at(80, cfg) == lr_at(10_000, cfg) == pytest.approx(2.5e-4)
+
+
+def test_lr_schedule_counts_from_schedule_start():
+    """A warm restart at step 1000 is the same curve as a fresh run, shifted by 1000 steps."""
+    fresh = TrainConfig(lr=2e-4, min_lr=1e-6, warmup=10, steps=110)
+    restarted = TrainConfig(lr=2e-4, min_lr=1e-6, warmup=10, steps=1110, schedule_start=1000)
+    assert [lr_at(s + 1000, restarted) for s in range(0, 120)] == pytest.approx([lr_at(s, fresh) for s in range(0, 120)])
+    assert lr_at(999, restarted) == pytest.approx(2e-5)  # before the restart point: the warm-up's first value
+
+
+def test_cli_restart_on_resume_starts_a_new_schedule_once(tmp_path, tiny_data, capsys):
+    train, _ = tiny_data
+    out = tmp_path / "run"
+    cfg_file = write_config(tmp_path / "c.toml", val_set="", log_every=1, warmup=2)
+    args = ["train", "--scale", "2", "--data", train, "--out", out, "--batch", 2, "--patch", 8, "--device", "cpu"]
+    assert cli(capsys, *args, "--config", cfg_file, "--steps", 3)[0] == 0
+    code, _, err = cli(capsys, "train", "--resume", "--restart", "--lr", "1e-4", "--out", out, "--steps", 6)
+    assert code == 0, err
+    saved = tomllib.loads((out / "config.toml").read_text())
+    assert saved["schedule_start"] == 3 and saved["restart"] is False and saved["lr"] == 1e-4
+    lrs = {r["step"]: r["lr"] for r in map(json.loads, (out / "log.jsonl").read_text().splitlines()) if "lr" in r}
+    assert lrs[4] == pytest.approx(5e-5)  # step 3 (logged as 4) is the first of the new 2-step warm-up
+    # resuming again continues that schedule: no second restart
+    code, _, err = cli(capsys, "train", "--resume", "--out", out, "--steps", 7)
+    assert code == 0, err
+    assert tomllib.loads((out / "config.toml").read_text())["schedule_start"] == 3
+
+
+def test_cuda_graphs_flag_is_a_no_op_off_cuda(tmp_path, tiny_data):
+    train, _ = tiny_data
+    cfg = TrainConfig(scales=[2], data=[str(train)], out=str(tmp_path / "r"), batch=2, patch=8, steps=2, val_set="",
+                      device="cpu", cuda_graphs=True, log_every=1, model_overrides=TINY)
+    trainer = Trainer(cfg, log=lambda m: None)
+    assert trainer._graphs is False
+    assert trainer.run().step == 2
 
 
 # ----------------------------------------------------------------------------------------------- sampler
@@ -313,6 +348,23 @@ def test_cli_resume_continues_and_extends(tmp_path, tiny_data, capsys):
     steps = [json.loads(line)["step"] for line in (out / "log.jsonl").read_text().splitlines()]
     assert steps == [1, 2, 3, 4, 5]
     assert [s for s, _ in list_checkpoints(out / "checkpoints")] == [3, 5]
+
+
+def test_cli_resume_with_config_overrides_only_its_keys(tmp_path, tiny_data, capsys):
+    """--resume --config FILE: the run's own settings, with just the keys FILE names changed."""
+    train, _ = tiny_data
+    out = tmp_path / "run"
+    cfg_file = write_config(tmp_path / "c.toml", val_set="", log_every=1)
+    args = ["train", "--scale", "3", "--data", train, "--out", out, "--batch", 2, "--patch", 8, "--device", "cpu"]
+    assert cli(capsys, *args, "--config", cfg_file, "--steps", 2)[0] == 0
+    override = tmp_path / "o.toml"
+    override.write_text('attention_backend = "reference"\nlog_every = 2\n')
+    code, _, err = cli(capsys, "train", "--resume", "--out", out, "--config", override, "--steps", 4)
+    assert code == 0, err
+    saved = tomllib.loads((out / "config.toml").read_text())
+    assert saved["attention_backend"] == "reference" and saved["log_every"] == 2
+    assert saved["scales"] == [3] and saved["batch"] == 2 and saved["patch"] == 8  # kept from the run
+    assert [json.loads(line)["step"] for line in (out / "log.jsonl").read_text().splitlines()] == [1, 2, 4]
 
 
 def test_cli_resume_without_checkpoints_starts_fresh(tmp_path, tiny_data, capsys):

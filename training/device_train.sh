@@ -11,9 +11,16 @@ if ! ls $RUN/checkpoints/ckpt_*.pt >/dev/null 2>&1; then   # first call of a ses
   mkdir -p $RUN/checkpoints && cp training/default_x234/ckpt_*.pt $RUN/checkpoints/
   cp training/default_x234/log.jsonl $RUN/ 2>/dev/null
 fi
+# Choices an earlier call of the same session measured (benchmarks/device_session3.sh writes them):
+# .carry/train_env (environment, e.g. the fused LayerNorm) and .carry/train_override.toml (config keys that
+# override the run's own, e.g. attention_backend = "reference" when the kernel check failed).
+[ -f .carry/train_env ] && . .carry/train_env && cat .carry/train_env
+OVERRIDE=""
+[ -f .carry/train_override.toml ] && OVERRIDE="--config .carry/train_override.toml" && cat .carry/train_override.toml
 nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv,noheader
-python3 -m nalasr train --out $RUN --resume --data .carry/data/train --data-root .carry/data \
-  --steps ${STEPS:-20000} --max-minutes ${MIN:-7.5} --fit-schedule --device cuda ${EXTRA:-} 2>&1 \
+python3 -m nalasr train --out $RUN --resume $OVERRIDE --data .carry/data/train --data-root .carry/data \
+  --steps ${STEPS:-20000} --max-minutes ${MIN:-7.5} --fit-schedule --restart --lr ${LR:-2e-4} --device cuda \
+  ${EXTRA:-} 2>&1 \
   | tee $OUT/train_stdout.txt | grep -v "^train " | tail -30
 cp $(ls $RUN/checkpoints/ckpt_*.pt | tail -1) $RUN/log.jsonl $RUN/config.toml $OUT/
 cp $RUN/weights/*.safetensors $OUT/

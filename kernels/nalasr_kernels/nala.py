@@ -205,8 +205,16 @@ def _feature_grad_angle(m, c, s, c2, s2, gc, gs, gc2, gs2, ROPE: tl.constexpr):
 
 
 @triton.jit
-def _load_tile(base, rows, s_n, offs, s_d, mask):
-    return tl.load(base + rows[:, None] * s_n + offs[None, :] * s_d, mask=mask, other=0.0).to(tl.float32)
+def _load_tile(base, n0, end, s_n, offs, s_d, dmask, BLOCK_N: tl.constexpr, OFFS64: tl.constexpr):
+    """Rows n0 .. n0 + BLOCK_N (those < end) of a (N, BD) slab in the tensor's own dtype; 0 where masked.
+
+    The streaming loops load the next tile before computing on the current one (the tile is a loop-carried
+    value): the load is in flight during the math, which doubles the bytes in flight per program. The loads
+    feed elementwise math, not tl.dot, so Triton's software pipeliner does not do this for us."""
+    offs_n = n0 + tl.arange(0, BLOCK_N)
+    rows = offs_n.to(tl.int64) if OFFS64 else offs_n
+    return tl.load(base + rows[:, None] * s_n + offs[None, :] * s_d,
+                   mask=(offs_n < end)[:, None] & dmask[None, :], other=0.0)
 
 
 # ==================================================================================================== kernels
@@ -244,13 +252,15 @@ def _fwd_reduce(
     z_s = tl.zeros((BD,), dtype=tl.float32)
     start = pid_c * CHUNK
     end = tl.minimum(start + CHUNK, N)
+    x_next = _load_tile(k_base, start, end, sk_n, offs_d, sk_d, dmask, BLOCK_N, OFFS64)
+    v_next = _load_tile(v_base, start, end, sv_n, offs_e, sv_d, emask, BLOCK_N, OFFS64)
     for n0 in tl.range(start, end, BLOCK_N):
         offs_n = n0 + tl.arange(0, BLOCK_N)
-        nmask = offs_n < end
-        rows = offs_n.to(tl.int64) if OFFS64 else offs_n
         # Masked tokens and padded dims load as 0, and φ(0) = 0 (m = 0): they add nothing to S or z.
-        x = _load_tile(k_base, rows, sk_n, offs_d, sk_d, nmask[:, None] & dmask[None, :])
-        vv = _load_tile(v_base, rows, sv_n, offs_e, sv_d, nmask[:, None] & emask[None, :])
+        x = x_next.to(tl.float32)
+        vv = v_next.to(tl.float32)
+        x_next = _load_tile(k_base, n0 + BLOCK_N, end, sk_n, offs_d, sk_d, dmask, BLOCK_N, OFFS64)
+        v_next = _load_tile(v_base, n0 + BLOCK_N, end, sv_n, offs_e, sv_d, emask, BLOCK_N, OFFS64)
         ss, r, dirn = _direction(x)
         u, th_raw, th = _angle(dirn, alpha)
         m = _key_mag(x, lam, LAM_INT)
@@ -329,11 +339,13 @@ def _fwd_map(
         freq = tl.load(FREQ + offs_d)
     start = pid_c * CHUNK
     end = tl.minimum(start + CHUNK, N)
+    x_next = _load_tile(q_base, start, end, sq_n, offs_d, sq_d, dmask, BLOCK_N, OFFS64)
     for n0 in tl.range(start, end, BLOCK_N):
         offs_n = n0 + tl.arange(0, BLOCK_N)
         nmask = offs_n < end
         rows = offs_n.to(tl.int64) if OFFS64 else offs_n
-        x = _load_tile(q_base, rows, sq_n, offs_d, sq_d, nmask[:, None] & dmask[None, :])
+        x = x_next.to(tl.float32)
+        x_next = _load_tile(q_base, n0 + BLOCK_N, end, sq_n, offs_d, sq_d, dmask, BLOCK_N, OFFS64)
         ss, r, dirn = _direction(x)
         tn, p, l2, m = _query_mag(dirn, ss * r, lam, tau)
         u, th_raw, th = _angle(dirn, alpha)
@@ -382,14 +394,18 @@ def _bwd_query(
     dz_s = tl.zeros((BD,), dtype=tl.float32)
     start = pid_c * CHUNK
     end = tl.minimum(start + CHUNK, N)
+    x_next = _load_tile(q_base, start, end, sq_n, offs_d, sq_d, dmask, BLOCK_N, OFFS64)
+    g_next = _load_tile(g_base, start, end, sg_n, offs_e, sg_d, emask, BLOCK_N, OFFS64)
     for n0 in tl.range(start, end, BLOCK_N):
         offs_n = n0 + tl.arange(0, BLOCK_N)
         nmask = offs_n < end
         rows = offs_n.to(tl.int64) if OFFS64 else offs_n
         mask_d = nmask[:, None] & dmask[None, :]
-        x = _load_tile(q_base, rows, sq_n, offs_d, sq_d, mask_d)
+        x = x_next.to(tl.float32)
         # Masked tokens: g = 0 ⇒ dnum = dden = 0, so they add nothing to dS, dz (and dq is not stored).
-        g = _load_tile(g_base, rows, sg_n, offs_e, sg_d, nmask[:, None] & emask[None, :])
+        g = g_next.to(tl.float32)
+        x_next = _load_tile(q_base, n0 + BLOCK_N, end, sq_n, offs_d, sq_d, dmask, BLOCK_N, OFFS64)
+        g_next = _load_tile(g_base, n0 + BLOCK_N, end, sg_n, offs_e, sg_d, emask, BLOCK_N, OFFS64)
         # ---- recompute the forward for this tile (o in float32, as the reference's autograd sees it)
         ss, r, dirn = _direction(x)
         nrm = ss * r
@@ -469,14 +485,18 @@ def _bwd_key(
         freq = tl.load(FREQ + offs_d)
     start = pid_c * CHUNK
     end = tl.minimum(start + CHUNK, N)
+    x_next = _load_tile(k_base, start, end, sk_n, offs_d, sk_d, dmask, BLOCK_N, OFFS64)
+    v_next = _load_tile(v_base, start, end, sv_n, offs_e, sv_d, emask, BLOCK_N, OFFS64)
     for n0 in tl.range(start, end, BLOCK_N):
         offs_n = n0 + tl.arange(0, BLOCK_N)
         nmask = offs_n < end
         rows = offs_n.to(tl.int64) if OFFS64 else offs_n
         mask_d = nmask[:, None] & dmask[None, :]
         mask_e = nmask[:, None] & emask[None, :]
-        x = _load_tile(k_base, rows, sk_n, offs_d, sk_d, mask_d)
-        vv = _load_tile(v_base, rows, sv_n, offs_e, sv_d, mask_e)
+        x = x_next.to(tl.float32)
+        vv = v_next.to(tl.float32)
+        x_next = _load_tile(k_base, n0 + BLOCK_N, end, sk_n, offs_d, sk_d, dmask, BLOCK_N, OFFS64)
+        v_next = _load_tile(v_base, n0 + BLOCK_N, end, sv_n, offs_e, sv_d, emask, BLOCK_N, OFFS64)
         ss, r, dirn = _direction(x)
         u, th_raw, th = _angle(dirn, alpha)
         m = _key_mag(x, lam, LAM_INT)
@@ -511,6 +531,8 @@ _FWD_CONFIGS = [
     triton.Config({"BLOCK_N": 128}, num_warps=8, num_stages=2),
     triton.Config({"BLOCK_N": 256}, num_warps=8, num_stages=2),
     triton.Config({"BLOCK_N": 128}, num_warps=4, num_stages=3),  # more loads in flight per program
+    triton.Config({"BLOCK_N": 128}, num_warps=4, num_stages=1),  # the manual prefetch alone
+    triton.Config({"BLOCK_N": 256}, num_warps=8, num_stages=1),
 ]
 _BWD_CONFIGS = [  # ~30 live (BLOCK_N, BD) float32 tiles in the backward: fewer tokens per thread
     triton.Config({"BLOCK_N": 32}, num_warps=4, num_stages=2),
@@ -562,7 +584,7 @@ _bwd_key_tuned = _tuned(_bwd_key, _BWD_CONFIGS, 8)
 
 # Programs per SM and pass: several waves balance the load and keep enough loads in flight to hide HBM latency;
 # the cost is the partial buffer (one 2·BD·BDV + 2·BD float32 state per chunk, ~1-2% of the traffic at 518K).
-_PROGRAMS_PER_SM = 8
+_PROGRAMS_PER_SM = int(os.environ.get("NALASR_PROGRAMS_PER_SM", "8"))  # env: for benchmarks/kernel_diag_gpu.py
 
 
 # ================================================================================================ host side

@@ -120,6 +120,7 @@ def bench(
     json_path: Optional[Path] = typer.Option(None, "--json", help="Write the records and environment as JSON here."),
     markdown_path: Optional[Path] = typer.Option(None, "--markdown", help="Write a markdown report here."),
     plot_path: Optional[Path] = typer.Option(None, "--plot", help="Write a PNG of latency and peak memory against token count (needs matplotlib: the 'plot' extra)."),
+    cuda_graphs: bool = typer.Option(True, "--cuda-graphs/--no-cuda-graphs", help="On CUDA, time repeated forwards as upscale runs them: replayed from a CUDA graph (up to 540x960 LR). --no-cuda-graphs: eager PyTorch every time."),
 ) -> None:
     """Whole-image latency and peak memory of NaLaSR, beside the same network with softmax attention.
 
@@ -137,14 +138,15 @@ def bench(
     overrides = {f: v for f, v, _flag, _low in limits if v is not None}
     if weights is not None:
         overrides["weights"] = str(weights)
-    options = dataclasses.replace(options, **overrides)
+    options = dataclasses.replace(options, **overrides, cuda_graphs=cuda_graphs)
     set_threads(threads)
     if plot_path is not None:
         report.require_matplotlib()  # before minutes of measuring, not after
     command = _command(preset=preset, sizes=sizes, scales=scales, precisions=precisions, devices=devices,
                        variants=variants, attention=attention, find_max=find_max, warmup=warmup, repeats=repeats,
                        weights=weights, threads=threads, max_forward_s=max_forward_s, max_case_s=max_case_s,
-                       time_budget=time_budget, json=json_path, markdown=markdown_path, plot=plot_path)
+                       time_budget=time_budget, json=json_path, markdown=markdown_path, plot=plot_path,
+                       no_cuda_graphs=not cuda_graphs)
     load = report.load_average()
     with Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                   TimeElapsedColumn(), console=console, transient=True) as bar:

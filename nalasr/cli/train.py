@@ -41,6 +41,9 @@ def train_cmd(
     data_root: Optional[Path] = typer.Option(None, help="Where named validation sets live."),
     device: Optional[str] = typer.Option(None, help="auto, cpu, cuda, cuda:N (torchrun picks per process)."),
     compile: Optional[bool] = typer.Option(None, "--compile/--no-compile", help="torch.compile on CUDA."),
+    restart: bool = typer.Option(False, "--restart", help="With --resume: a new warm-up and decay from the resume step, peak --lr (a warm restart)."),
+    cuda_graphs: Optional[bool] = typer.Option(None, "--cuda-graphs/--no-cuda-graphs",
+                                               help="Replay the trunk's forward+backward from CUDA graphs (one CUDA process)."),
     seed: Optional[int] = typer.Option(None),
 ) -> None:
     """Train NaLaSR (single process, or under torchrun with DistributedDataParallel)."""
@@ -50,15 +53,15 @@ def train_cmd(
     from ..train.loop import Trainer, resume_config
 
     fields: dict = {}
-    if resume and out_dir is not None and config is None and list_checkpoints(out_dir / "checkpoints"):
-        fields = resume_config(out_dir).to_dict()  # the run's own settings; the flags below override them
+    if resume and out_dir is not None and list_checkpoints(out_dir / "checkpoints"):
+        fields = resume_config(out_dir).to_dict()  # the run's own settings; a --config file and flags override them
     if config is not None:
         fields.update(load_toml(config))
     cli = {"scales": _parse_scales(scale) if scale else None, "data": [str(d) for d in data] if data else None,
            "variant": variant, "out": str(out_dir) if out_dir else None, "init": str(init) if init else None,
            "steps": steps, "batch": batch, "patch": patch, "lr": lr, "max_minutes": max_minutes, "fit_schedule": fit_schedule,
            "val_set": val_set, "val_every": val_every, "data_root": str(data_root) if data_root else None,
-           "device": device, "compile": compile, "seed": seed}
+           "device": device, "compile": compile, "cuda_graphs": cuda_graphs, "seed": seed, "restart": restart or None}
     fields.update({k: v for k, v in cli.items() if v is not None})
     cfg = TrainConfig.from_dict(fields)
     if not cfg.data:

@@ -61,11 +61,12 @@ def nala_attention(
 def layer_norm(x: Tensor, weight: Tensor, bias: Tensor, eps: float) -> Tensor:
     """LayerNorm over the last axis of x (..., C).
 
-    On CUDA with ``NALASR_FUSED_LAYERNORM=1`` the fused Triton kernel runs instead of ``F.layer_norm``
-    (opt-in until it is measured on a GPU: PyTorch's kernel was 47% of a 4K-output forward on the H200).
+    On CUDA the fused Triton kernel runs instead of ``F.layer_norm`` (``NALASR_FUSED_LAYERNORM=0`` opts out):
+    PyTorch's kernel was 47% of a 4K-output forward on the H200, and the fused one takes that forward from
+    59.2 to 34.1 ms (benchmarks/results/h200/kernel_diag_2026-11-29.json; parity in gpu_kernels_check.py).
     """
     c = x.shape[-1]
-    if x.is_cuda and c <= 256 and os.environ.get("NALASR_FUSED_LAYERNORM") == "1" and triton_available():
+    if x.is_cuda and c <= 256 and os.environ.get("NALASR_FUSED_LAYERNORM", "1") != "0" and triton_available():
         from nalasr_kernels import layer_norm_triton
 
         return layer_norm_triton(x, (c,), weight, bias, eps)

@@ -39,6 +39,7 @@ class TrainConfig:
     ema: float = 0.999  # decay; 0 disables
     precision: str = "bf16"  # autocast dtype on CUDA: bf16, fp16 or fp32
     compile: bool = True  # torch.compile the trunk on CUDA
+    cuda_graphs: bool = False  # replay the trunk's forward+backward from CUDA graphs (CUDA, one process, no compile)
     attention_backend: str = "auto"
     quantize_lr: bool = True  # round LR to 8 bits, as an LR image saved to disk is
     seed: int = 0
@@ -50,6 +51,8 @@ class TrainConfig:
     keep_last: int = 2
     max_minutes: float = 0.0  # stop (and checkpoint) after this much training time; 0: run to `steps`
     fit_schedule: bool = False  # with max_minutes: after 200 steps, set `steps` so the schedule ends on time
+    restart: bool = False  # on resume: a new warm-up + decay from the resume step (peak `lr`), a warm restart
+    schedule_start: int = 0  # the step the schedule counts from (set by `restart`; saved so a resume keeps it)
     device: str = "auto"
 
     def validate(self) -> None:

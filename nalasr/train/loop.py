@@ -30,6 +30,7 @@ from ..weights import load_weights, save_weights, shipped_name
 from .checkpoint import list_checkpoints, load_latest, mark_best, save_best, save_checkpoint
 from .config import TrainConfig, to_toml
 from .data import MARGIN, PatchSampler, decode_rgb, find_images
+from ..model import reconstruct
 from .multiscale import MultiScaleNaLaSR
 from .validate import Validator
 
@@ -75,12 +76,16 @@ def _init_dist(device_pref: str) -> tuple[Dist, torch.device]:
 
 
 def lr_at(step: int, cfg: TrainConfig) -> float:
-    """Learning rate as a pure function of the step: resuming with a longer ``steps`` just extends it."""
+    """Learning rate as a pure function of the step: resuming with a longer ``steps`` just extends it.
+
+    The schedule (warm-up, then cosine or multistep) counts from ``cfg.schedule_start``: 0 for a run's own
+    schedule, the resume step for a warm restart (see TrainConfig.restart)."""
+    step = step - cfg.schedule_start
     if step < cfg.warmup:
-        return cfg.lr * (step + 1) / cfg.warmup
+        return cfg.lr * (max(step, 0) + 1) / cfg.warmup
     if cfg.schedule == "multistep":
         return cfg.lr * 0.5 ** sum(step >= m for m in cfg.milestones)
-    t = min(1.0, (step - cfg.warmup) / max(1, cfg.steps - cfg.warmup))
+    t = min(1.0, (step - cfg.warmup) / max(1, cfg.steps - cfg.schedule_start - cfg.warmup))
     return cfg.min_lr + 0.5 * (cfg.lr - cfg.min_lr) * (1 + math.cos(math.pi * t))
 
 
@@ -150,6 +155,9 @@ class Trainer:
                                  f"for x{s} with --patch {cfg.patch}: give larger images or a smaller patch")
         if found is not None:
             self._restore(*found)
+            if cfg.restart:  # a new warm-up + decay from here (--lr sets its peak), instead of the run's own
+                cfg.schedule_start = self.step
+                cfg.restart = False  # saved as done: resuming this run again continues this schedule
 
         net: nn.Module = self.model
         if self.dist.world > 1:
@@ -162,6 +170,11 @@ class Trainer:
             # compile once per scale, which cost minutes of a short GPU lease).
             self.model.trunk.compile()
         self.net = net
+        # The trunk at LR 48² runs hundreds of small kernels a step: eager PyTorch is bound by the CPU launching
+        # them, not by the GPU. Replaying the trunk's forward and backward from CUDA graphs removes that cost;
+        # the graphs are built at the first step (they need the batch's shape) and rebuilt if it changes.
+        self._graphs = bool(cfg.cuda_graphs and self.device.type == "cuda" and self.dist.world == 1 and not cfg.compile)
+        self._graphed: tuple[tuple[int, ...], Callable[[Tensor], Tensor]] | None = None
         self.validator = Validator(cfg.val_set, cfg.scales, cfg.data_root, self.device) if cfg.val_set and self.dist.main else None
 
     # -------------------------------------------------------------------------------------- state
@@ -221,13 +234,20 @@ class Trainer:
         t_start, t_log, step_log = time.perf_counter(), time.perf_counter(), self.step
         last_ckpt = first_step = self.step
         rate, t_fit = 0.0, t_start
+        self._paused = 0.0  # seconds spent validating and checkpointing: not training speed
+        paused_fit = 0.0
         while self.step < cfg.steps:
             scale = cfg.scales[self.step % len(cfg.scales)]
             batch = self.sampler.sample(cfg.batch, scale)
             for group in self.opt.param_groups:
                 group["lr"] = lr_at(self.step, cfg)
-            with torch.autocast(self.device.type, dtype=autocast) if autocast else contextlib.nullcontext():
-                sr = self.net(batch.lr, scale)
+            # autocast's weight-cast cache must be off around CUDA graphs (torch.cuda.make_graphed_callables)
+            with torch.autocast(self.device.type, dtype=autocast, cache_enabled=not self._graphs) if autocast \
+                    else contextlib.nullcontext():
+                if self._graphs:
+                    sr = reconstruct(batch.lr, self._graphed_trunk(batch.lr), self.model.upsamplers[str(scale)], scale)
+                else:
+                    sr = self.net(batch.lr, scale)
             loss = loss_fn(sr.float(), batch.hr, cfg.loss_fft)
             self.opt.zero_grad(set_to_none=True)
             loss.backward()
@@ -259,11 +279,15 @@ class Trainer:
                         progress(rec)
             improved = False
             if self.validator and (self.step % cfg.val_every == 0 or self.step == cfg.steps):
+                t_val = time.perf_counter()
                 improved = self._validate(writer, progress)
+                self._paused += time.perf_counter() - t_val
+                self._val_s = time.perf_counter() - t_val
             if cfg.fit_schedule and cfg.max_minutes and self.step == first_step + 200:
-                self._fit_schedule(t_start, t_fit)
+                self._fit_schedule(t_start, t_fit, self._paused - paused_fit)
             if self.step == first_step + 20:
-                t_fit = time.perf_counter()  # the first steps pay for warm-up (allocator, cuDNN autotune)
+                # the first steps pay for warm-up (allocator, cuDNN autotune, CUDA graph capture)
+                t_fit, paused_fit = time.perf_counter(), self._paused
             stop = self._should_stop(t_start)
             ckpt_now = self.step % cfg.ckpt_every == 0 or self.step == cfg.steps or stop  # the same on every rank
             if ckpt_now and self.dist.world > 1:
@@ -272,7 +296,9 @@ class Trainer:
                 dist.all_reduce(self._loss_sum)
                 self._loss_sum /= self.dist.world
             if self.dist.main and ckpt_now:
+                t_ck = time.perf_counter()
                 path = self._checkpoint()
+                self._paused += time.perf_counter() - t_ck
                 last_ckpt = self.step
                 if improved:
                     mark_best(self.ckpt_dir, path)
@@ -287,12 +313,23 @@ class Trainer:
             writer.close()
         return TrainResult(self.step, self.out, self.best, exported, rate)
 
-    def _fit_schedule(self, t_start: float, t_fit: float) -> None:
-        """Stretch or shrink the LR schedule so it ends when ``max_minutes`` runs out (measured speed)."""
+    def _graphed_trunk(self, x: Tensor) -> Callable[[Tensor], Tensor]:
+        """The trunk as a graphed callable for inputs shaped like x (built on first use, under the caller's autocast)."""
+        if self._graphed is None or self._graphed[0] != tuple(x.shape):
+            self._graphed = (tuple(x.shape), torch.cuda.make_graphed_callables(_TrunkCall(self.model.trunk), (x.clone(),)))
+        return self._graphed[1]
+
+    def _fit_schedule(self, t_start: float, t_fit: float, paused: float) -> None:
+        """Stretch or shrink the LR schedule so it ends when ``max_minutes`` runs out (measured speed).
+
+        The speed leaves out validation and checkpoint time (``paused`` seconds since t_fit); the time left
+        leaves room for the validations still to come, at the cost of the last one."""
         now = time.perf_counter()
-        rate = 180 / (now - t_fit)
+        rate = 180 / max(now - t_fit - paused, 1e-3)
         left = 60 * self.cfg.max_minutes - (now - t_start)
-        steps = torch.tensor(self.step + max(1, int(0.97 * rate * left)), device=self.device)
+        vals = left * rate / self.cfg.val_every if self.validator else 0.0
+        left -= vals * getattr(self, "_val_s", 0.0)
+        steps = torch.tensor(self.step + max(1, int(0.97 * rate * max(left, 0.0))), device=self.device)
         if self.dist.world > 1:  # rank 0's measurement for all: every process must stop at the same step
             dist.broadcast(steps, src=0)
         self.cfg.steps = int(steps.item())
@@ -363,6 +400,18 @@ def resume_config(out: str | Path) -> TrainConfig:
     if found is None:
         raise InputError(f"{out}: no checkpoint to resume from")
     return TrainConfig.from_dict(found[0]["config"])
+
+
+class _TrunkCall(nn.Module):
+    """Calls a trunk. make_graphed_callables replaces the forward of the module it is given: giving it this
+    wrapper leaves the trunk itself (validation, export, checkpoints) untouched, its parameters shared."""
+
+    def __init__(self, trunk: nn.Module) -> None:
+        super().__init__()
+        self.trunk = trunk
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.trunk(x)
 
 
 # -------------------------------------------------------------------------------------------- logging
