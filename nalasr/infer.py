@@ -26,6 +26,7 @@ class ForwardStats:
     memory_kind: str
     dtype: str  # the precision the output was finally computed in
     fell_back: bool  # True when a half-precision output was non-finite and fp32 was used instead
+    cuda_graph: bool = False  # True when the forward was replayed from a CUDA graph (a size seen before)
 
 
 def run_model(model: nn.Module, lr: Tensor, dtype: torch.dtype) -> tuple[Tensor, ForwardStats]:
@@ -68,12 +69,13 @@ def _forward(model: nn.Module, lr: Tensor, dtype: torch.dtype, device: torch.dev
         sync(device)
         ms = (time.perf_counter() - t0) * 1e3
     peak = mem.peak_bytes
-    if fwd is not None and fwd.last_replayed is not None:  # its activations live in the graph's pool
+    replayed = fwd is not None and fwd.last_replayed is not None
+    if replayed:  # its activations live in the graph's pool
         peak = max(peak, fwd.last_replayed.pool_bytes + y.numel() * y.element_size())
     y = y.float()
     if gray:
         y = y.mean(dim=1, keepdim=True)
-    return y, ForwardStats(ms, peak, mem.kind, dtype_name(dtype), False)
+    return y, ForwardStats(ms, peak, mem.kind, dtype_name(dtype), False, replayed)
 
 
 def _release(device: torch.device) -> None:

@@ -159,6 +159,7 @@ class ItemResult:
     memory_kind: str | None = None
     precision: str | None = None  # what the output was computed in
     fell_back: bool = False  # half precision gave non-finite values and fp32 was used
+    cuda_graph: bool = False  # the forward replayed a CUDA graph (an earlier image had this size)
     notes: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
@@ -438,6 +439,7 @@ def _process(job: _Job, writer: _Writer, model: NaLaSR, dtype: torch.dtype, max_
         item.output_size = (sr.shape[1], sr.shape[0])
         item.model_ms, item.peak_memory_bytes = round(stats.model_ms, 3), stats.peak_bytes
         item.memory_kind, item.precision, item.fell_back = stats.memory_kind, stats.dtype, stats.fell_back
+        item.cuda_graph = stats.cuda_graph
         if stats.fell_back:
             item.notes.append("half precision gave non-finite values: recomputed in fp32")
         item.notes += writer.write(out, Picture(sr, picture.format, picture.icc, picture.exif), job.source)

@@ -31,6 +31,7 @@ def main() -> None:
     ap.add_argument("--variant", default="default")
     ap.add_argument("--log", type=Path, help="training log.jsonl (validation curve)")
     ap.add_argument("--command", default="", help="the training command(s), for the card")
+    ap.add_argument("--schedule", default="", help="how the steps were spent (sessions, restarts), for the card")
     a = ap.parse_args()
 
     reports = {r["scale"]: r for r in (json.loads(p.read_text()) for p in a.eval)}
@@ -41,6 +42,8 @@ def main() -> None:
         card = dict(model.card)  # type: ignore[attr-defined]
         card["training_data"] = TRAINING_DATA
         card["training_command"] = a.command
+        if a.schedule:
+            card["training_schedule"] = a.schedule
         card["results"] = {
             "protocol": rep["protocol"], "device": rep["device"], "precision": rep["precision"],
             "sets": {s["name"]: {"psnr": round(s["psnr"], 4), "ssim": round(s["ssim"], 5)} for s in rep["sets"]},
@@ -64,7 +67,8 @@ def render(rows: list[tuple[int, dict]], variant: str, log: Path | None) -> str:
         f"- Training data: {TRAINING_DATA}",
         f"- Iterations: {card0['iterations']} steps, one trunk trained jointly for x{card0.get('scales_trained_jointly')}"
         f" (each step one scale in turn, so each upsampler saw a third of them); batch {card0['batch']},"
-        f" LR patch {card0['patch']}, AdamW lr {card0['lr']}, cosine, EMA {card0['ema']}, bf16 autocast, one H200.",
+        f" LR patch {card0['patch']}, AdamW, EMA {card0['ema']}, bf16 autocast, one H200.",
+        f"- Schedule: {card0.get('training_schedule') or 'warm-up, then cosine from lr ' + str(card0['lr'])}",
         f"- Command: `{card0.get('training_command', '')}`",
         "",
         "## Measured (Y-PSNR / SSIM, the standard protocol: `nalasr eval SETS --scale S`)",

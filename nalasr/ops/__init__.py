@@ -6,6 +6,7 @@ import functools
 import os
 from typing import Literal
 
+import torch
 import torch.nn.functional as F
 from torch import Tensor
 
@@ -58,16 +59,27 @@ def nala_attention(
     return nala_attention_triton(q, k, v, params, rope_hw, rope_base)
 
 
+# Below this many rows an eager forward is bound by the CPU launching kernels, not by the GPU, and
+# F.layer_norm's launch is cheaper than the Triton one (H200, x4 at 192×256 LR, 49K rows: 15.5 ms eager with
+# PyTorch's LayerNorm, 19.8 ms with the fused one); above it the fused kernel wins on the GPU (518K rows:
+# 59.2 → 34.1 ms). Inside a CUDA graph capture launches cost nothing at replay, so the fused kernel is used
+# at every size there (3.9 ms at 49K rows against 6.3 ms). benchmarks/results/h200/kernel_diag_2026-11-29.json.
+FUSED_LN_MIN_ROWS = 1 << 18
+
+
 def layer_norm(x: Tensor, weight: Tensor, bias: Tensor, eps: float) -> Tensor:
     """LayerNorm over the last axis of x (..., C).
 
-    On CUDA the fused Triton kernel runs instead of ``F.layer_norm`` (``NALASR_FUSED_LAYERNORM=0`` opts out):
-    PyTorch's kernel was 47% of a 4K-output forward on the H200, and the fused one takes that forward from
-    59.2 to 34.1 ms (benchmarks/results/h200/kernel_diag_2026-11-29.json; parity in gpu_kernels_check.py).
+    On CUDA the fused Triton kernel replaces ``F.layer_norm`` where it is faster: from FUSED_LN_MIN_ROWS rows
+    up, and always while a CUDA graph is being captured. ``NALASR_FUSED_LAYERNORM=1`` uses it at every size,
+    ``=0`` never (parity: benchmarks/gpu_kernels_check.py on the GPU, tests/test_layernorm_kernel.py on CPU).
     """
     c = x.shape[-1]
-    if x.is_cuda and c <= 256 and os.environ.get("NALASR_FUSED_LAYERNORM", "1") != "0" and triton_available():
-        from nalasr_kernels import layer_norm_triton
+    if x.is_cuda and c <= 256 and triton_available():
+        mode = os.environ.get("NALASR_FUSED_LAYERNORM", "auto")
+        if mode == "1" or (mode != "0" and (x.numel() >= FUSED_LN_MIN_ROWS * c
+                                            or torch.cuda.is_current_stream_capturing())):
+            from nalasr_kernels import layer_norm_triton
 
-        return layer_norm_triton(x, (c,), weight, bias, eps)
+            return layer_norm_triton(x, (c,), weight, bias, eps)
     return F.layer_norm(x, (c,), weight, bias, eps)

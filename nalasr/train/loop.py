@@ -1,8 +1,9 @@
 """The training loop: one process, or one per GPU under ``torchrun`` (DistributedDataParallel).
 
 What makes it fast on a GPU: images live on the device and LR patches are made there in one batched
-matmul resize; the trunk is ``torch.compile``d; bf16 autocast; the loss is read back to the host only
-every ``log_every`` steps. What makes it safe: atomic checkpoints of everything (model, EMA, optimiser,
+matmul resize; the trunk's forward and backward are replayed from CUDA graphs (eager PyTorch is bound by
+launching its kernels at training sizes); bf16 autocast; the loss is read back to the host only every
+``log_every`` steps. What makes it safe: atomic checkpoints of everything (model, EMA, optimiser,
 step, data generator, RNG states), so a killed run resumes exactly where its last checkpoint was.
 """
 
