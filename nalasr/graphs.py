@@ -54,6 +54,7 @@ class GraphedForward:
         self.graphs: OrderedDict[tuple, _Graph] = OrderedDict()
         self.seen: set[tuple] = set()
         self.last_replayed: _Graph | None = None  # the graph the latest call replayed (None: it ran eagerly)
+        self.failed: str | None = None  # why a capture failed; this object then stays eager
 
     @property
     def model(self) -> nn.Module:
@@ -63,7 +64,7 @@ class GraphedForward:
         return model
 
     def eligible(self, x: Tensor) -> bool:
-        return x.is_cuda and enabled() and x.shape[-1] * x.shape[-2] <= self.max_pixels
+        return x.is_cuda and enabled() and self.failed is None and x.shape[-1] * x.shape[-2] <= self.max_pixels
 
     def __call__(self, x: Tensor) -> Tensor:
         self.last_replayed = None
@@ -81,7 +82,12 @@ class GraphedForward:
             if key not in self.seen:  # first sighting: eager (warms kernels up; most shapes never recur)
                 self.seen.add(key)
                 return self.model(x)
-            entry = self._capture(x)
+            try:
+                entry = self._capture(x)
+            except Exception as e:  # an op that cannot be captured (a custom layer, a host sync): stay eager
+                self.failed = f"{type(e).__name__}: {e}"
+                self.graphs.clear()
+                return self.model(x)
             self.graphs[key] = entry
             while len(self.graphs) > self.keep:
                 self.graphs.popitem(last=False)

@@ -33,7 +33,7 @@ class _CpuGraphed(GraphedForward):
     captures = 0
 
     def eligible(self, x: torch.Tensor) -> bool:
-        return graphs.enabled() and x.shape[-1] * x.shape[-2] <= self.max_pixels
+        return graphs.enabled() and self.failed is None and x.shape[-1] * x.shape[-2] <= self.max_pixels
 
     def _capture(self, x: torch.Tensor) -> _Graph:
         type(self).captures += 1
@@ -125,3 +125,15 @@ def test_one_graphed_forward_per_model_released_with_it():
     del m
     gc.collect()
     assert len(graphs._BY_MODEL) == n - 1
+
+
+def test_a_failed_capture_falls_back_to_eager_for_good(model, monkeypatch):
+    g = _CpuGraphed(model)
+
+    def boom(x):
+        raise RuntimeError("operation not permitted when stream is capturing")
+    monkeypatch.setattr(g, "_capture", boom)
+    x = torch.rand(1, 3, 4, 4)
+    for _ in range(3):
+        assert torch.equal(g(x), model(x))
+    assert g.failed and "capturing" in g.failed and not g.graphs and g.last_replayed is None
