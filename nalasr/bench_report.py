@@ -197,7 +197,8 @@ def to_markdown(records: Sequence[BenchRecord], env: dict[str, Any], command: st
         f"- machine: {machine_line(env)}",
         f"- date (UTC): {env['date_utc']}; nalasr {env['nalasr']}",
         f"- {RANDOM_WEIGHTS_NOTE}" if random_weights else f"- weights: {', '.join(sorted({r.weights for r in records}))}",
-        "- latency: median over the repeats after warm-up, batch 1, whole image; CUDA events on GPU, wall clock on CPU",
+        "- latency: median over the repeats after warm-up, batch 1, whole image; CUDA events on GPU, wall clock on CPU;"
+        " 'graph' after the runs: they replayed a CUDA graph, as upscale does for a size it has seen (nalasr.graphs)",
         "- peak: memory growth above the weights and the input during the forward (output included); "
         "CUDA max_memory_allocated, CPU resident set (sampled)",
     ]
@@ -211,7 +212,8 @@ def to_markdown(records: Sequence[BenchRecord], env: dict[str, Any], command: st
         lines.append(
             f"| {r.attention}{' (max)' if r.find_max else ''} | {r.backend} | {r.variant} | x{r.scale} | {r.precision} | {r.device}"
             f" | {r.size} | {r.out_h}x{r.out_w} | {r.tokens:,} | {_cell_ms(r)}"
-            f" | {f'{r.mpix_per_s:.1f}' if ok else '-'} | {_cell_gib(r)} | {r.repeats if ok else '-'}"
+            f" | {f'{r.mpix_per_s:.1f}' if ok else '-'} | {_cell_gib(r)}"
+            f" | {(str(r.repeats) + (' graph' if r.cuda_graphs else '')) if ok else '-'}"
             f" | {status_text(r).replace('|', '/')} |")
     rows = comparison_rows(records)
     if rows:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 
@@ -118,6 +119,9 @@ def test_reports_written(records: list[BenchRecord], tmp_path) -> None:
     md = paths["md"].read_text()
     assert "| attention | op |" in md and "softmax-materialised" in md and "random weights" in md
     assert "NaLa against softmax attention" in md
+    assert all(r.cuda_graphs is False for r in records) and " graph |" not in md  # CPU: never replayed
+    graphed = [dataclasses.replace(records[0], cuda_graphs=True)]
+    assert f"| {graphed[0].repeats} graph |" in bench_report.to_markdown(graphed, data["meta"])
     pytest.importorskip("matplotlib")
     bench_report.write_plot(records, tmp_path / "p.png")
     assert (tmp_path / "p.png").read_bytes()[:4] == b"\x89PNG"
