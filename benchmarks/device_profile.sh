@@ -16,6 +16,8 @@ timeout 150 python3 benchmarks/kernel_diag_gpu.py --json $OUT/diag.json $OLD --s
   --parts attention,profile,registers >> $LOG 2>&1; say "diag rc=$?"
 say "network profile 540x960"
 timeout 60 python3 benchmarks/profile_gpu.py > $OUT/profile_540x960.txt 2>&1; say "profile rc=$?"
+say "layout variants (split qkvg GEMM, folded layer scale)"
+timeout 120 python3 benchmarks/fusion_gpu.py --json $OUT/fusion.json >> $LOG 2>&1; say "fusion rc=$?"
 say "torch.compile"
 timeout 240 python3 benchmarks/compile_gpu.py --json $OUT/compile.json >> $LOG 2>&1; say "compile rc=$?"
 for mode in cuda-graphs no-cuda-graphs; do
@@ -23,5 +25,5 @@ for mode in cuda-graphs no-cuda-graphs; do
     --precisions fp16 --attention nala --$mode --json $OUT/bench_$mode.json --markdown $OUT/bench_$mode.md \
     >> $LOG 2>&1; say "bench --$mode rc=$?"
 done
-grep -E "FAIL|ERROR|passed|518400|==|compiled|nala-auto" $LOG | tail -40
+grep -E "FAIL|ERROR|passed|518400|==|compiled|variant|nala-auto" $LOG | tail -45
 head -30 $OUT/profile_540x960.txt
