@@ -9,7 +9,8 @@ layer-scale `addcmul` (a broadcast operand). Variants, all the same function of 
 
 - ``base``: the model as shipped;
 - ``split``: q, k, v, g from four C-wide GEMMs (as the CPU path does): every later op reads dense tensors;
-- ``split+fold``: also γ folded into proj / fc2 (γ·(Wx + b) = (γW)x + γb), so the residual is a plain add.
+- ``split+fold``: also γ folded into proj / fc2 (γ·(Wx + b) = (γW)x + γb), so the residual is a plain add;
+- ``+gate``: with NALASR_FUSED_GATE=1, norm(o + LePE)·SiLU(g) in one Triton pass (nalasr.ops.gated_norm).
 
 Each variant is timed eagerly and replayed from a CUDA graph; its output is compared with ``base``.
 """
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -38,7 +40,10 @@ def mixer_split(self, x):
     q, k, v, g = (F.linear(x, wt, bs) for wt, bs in zip(self.qkvg.weight.chunk(4), self.qkvg.bias.chunk(4)))
     heads = (b, h * w, self.cfg.heads, self.cfg.head_dim)
     o = self._attend(q.reshape(heads), k.reshape(heads), v.reshape(heads), (h, w))
-    o = M._add(M._dwconv(v, self.lepe).reshape(heads), o).reshape(b, h, w, c)
+    lepe = M._dwconv(v, self.lepe)
+    if M.fused_gate_wanted(x):
+        return self.proj(M.gated_norm(o.reshape(b, h, w, c), lepe, g, self.norm.weight, self.norm.bias, self.norm.eps))
+    o = M._add(lepe.reshape(heads), o).reshape(b, h, w, c)
     gate = F.silu(g, inplace=True)
     return self.proj(M._mul(self.norm(o), gate))
 
@@ -59,10 +64,12 @@ def fold_layerscale(model) -> None:
                     gamma.fill_(1.0)
 
 
-VARIANTS = {
-    "base": (None, None, False),
-    "split": (mixer_split, None, False),
-    "split+fold": (mixer_split, block_folded, True),
+VARIANTS = {  # name: (mixer forward, block forward, fold γ, NALASR_FUSED_GATE)
+    "base": (None, None, False, "0"),
+    "base+gate": (None, None, False, "1"),
+    "split": (mixer_split, None, False, "0"),
+    "split+fold": (mixer_split, block_folded, True, "0"),
+    "split+fold+gate": (mixer_split, block_folded, True, "1"),
 }
 
 
@@ -78,7 +85,8 @@ def main() -> int:
         torch.manual_seed(0)
         x = torch.rand(1, 3, h, w, device="cuda", dtype=torch.half).contiguous(memory_format=torch.channels_last)
         ref = None
-        for name, (mixer_fwd, block_fwd, fold) in VARIANTS.items():
+        for name, (mixer_fwd, block_fwd, fold, gate) in VARIANTS.items():
+            os.environ["NALASR_FUSED_GATE"] = gate
             M.NalaMixer.forward = mixer_fwd or orig_mixer
             M.NalaBlock.forward = block_fwd or orig_block
             torch.manual_seed(0)

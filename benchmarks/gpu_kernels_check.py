@@ -39,6 +39,7 @@ LN = _load_tests("test_layernorm_kernel")  # run_cases, check: the fused LayerNo
 # LayerNorm at the network's sizes (518K and 2M tokens × 64 channels) besides the test's odd small ones.
 LN_CASES = LN.CASES + [(518400, 64, "float16"), (518400, 64, "bfloat16"), (2073600, 64, "float16"),
                        (147456, 48, "float32")]
+GATED_CASES = LN.GATED_CASES + [(518400, 64, "float16", 4), (518400, 64, "bfloat16", 4)]
 
 FIXED = {"BLOCK_N": 64, "CHUNK": 1024, "num_warps": 4}  # side cases: skip autotuning (and its compile time)
 
@@ -152,14 +153,17 @@ def main() -> int:
         tol = f"{T.TOL_OUT[case['dtype']]:.0e}/{T.TOL_GRAD[case['dtype']]:.0e}"
         print(f"{name:42s} {errs} {tol:>15s} {time.perf_counter() - t0:6.1f}  {status}", flush=True)
         torch.cuda.empty_cache()
-    for r in LN.run_cases("cuda", LN_CASES) if not args.cases or "layernorm" in args.cases else []:
+    norm_runs = [] if args.cases and "layernorm" not in args.cases else (
+        [("layernorm", r, LN.check) for r in LN.run_cases("cuda", LN_CASES)]
+        + [("gatednorm", r, LN.check_gated) for r in LN.run_gated_cases("cuda", GATED_CASES)])
+    for kind, r, check in norm_runs:
         try:
-            LN.check(r)
+            check(r)
             status = "ok"
         except AssertionError as e:
             status, failed = f"FAIL {str(e)[:200]}", failed + 1
-        name = "layernorm-" + "-".join(map(str, r["case"]))
-        errs = " ".join(f"{r[k]:9.2e}" for k in ("y", "dx", "dw", "db"))
+        name = f"{kind}-" + "-".join(map(str, r["case"]))
+        errs = " ".join(f"{r.get(k, math.nan):9.2e}" for k in ("y", "dx", "dw", "db"))
         print(f"{name:42s} {errs} {LN.TOL[r['case'][2]]:>15.0e} {'':>6s}  {status}", flush=True)
     for label, fn in (("deterministic (518K, bf16, fwd+bwd twice)", lambda: (_determinism(K), "bitwise")),
                       ("torch.compile(fullgraph) = eager", lambda: _compiled_matches_eager(K)),

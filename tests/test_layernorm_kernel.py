@@ -66,14 +66,50 @@ def check(r: dict) -> None:
         assert r[key] < tol * (4 if key != "y" else 1), (r["case"], key, r[key])
 
 
+# LayerNorm(o + lepe)·SiLU(g) (inference only): (rows, C, dtype, g's row stride in units of C: 1 dense, 4 a
+# slice of a 4C-wide projection as in the model)
+GATED_CASES = [(1, 64, "float32", 1), (37, 64, "float32", 4), (300, 48, "float16", 4), (129, 17, "bfloat16", 1),
+               (1025, 64, "float16", 4)]
+
+
+def run_gated_cases(device: str = "cpu", cases: list = GATED_CASES) -> list[dict]:
+    """Relative error of gated_norm_triton against the float64 composition, fresh buffers NaN-filled."""
+    from nalasr_kernels.layernorm import gated_norm_triton
+
+    real_empty_like = torch.empty_like
+    torch.empty_like = lambda *a, **k: real_empty_like(*a, **k).fill_(float("nan"))  # type: ignore[assignment]
+    res = []
+    try:
+        for m, c, dt, spread in cases:
+            dtype = getattr(torch, dt)
+            gen = torch.Generator().manual_seed(m * 7 + c)
+            o, lepe = ((torch.randn(m, c, generator=gen) * 2 + 0.5).to(dtype) for _ in range(2))
+            wide = (torch.randn(m, spread * c, generator=gen) * 3).to(dtype)
+            g = wide[:, (spread - 1) * c:]  # the last C columns: rows spread·C apart
+            w, b = torch.randn(c, generator=gen), torch.randn(c, generator=gen)
+            dev = [t.to(device) for t in (o, lepe, wide, w, b)]
+            y = gated_norm_triton(dev[0], dev[1], dev[2][:, (spread - 1) * c:], dev[3], dev[4], 1e-5)
+            ref = (torch.nn.functional.layer_norm(o.double() + lepe.double(), (c,), w.double(), b.double(), 1e-5)
+                   * torch.nn.functional.silu(g.double()))
+            res.append({"case": [m, c, dt, spread], "y": _rel(y.cpu(), ref), "dtype_ok": y.dtype == dtype})
+    finally:
+        torch.empty_like = real_empty_like
+    return res
+
+
+def check_gated(r: dict) -> None:
+    assert r["dtype_ok"], r
+    assert r["y"] < TOL[r["case"][2]], (r["case"], r["y"])  # NaN fails too
+
+
 def _worker(out: str) -> None:
     """Runs with TRITON_INTERPRET=1: every case on CPU, results written as JSON."""
     with open(out, "w") as f:
-        json.dump(run_cases("cpu"), f)
+        json.dump({"ln": run_cases("cpu"), "gated": run_gated_cases("cpu")}, f)
 
 
 @pytest.fixture(scope="module")
-def interpreted(tmp_path_factory) -> list[dict]:
+def interpreted(tmp_path_factory) -> dict[str, list[dict]]:
     if torch.cuda.is_available():
         pytest.skip("CUDA present: the GPU run (benchmarks/gpu_kernels_check.py) covers it")
     out = tmp_path_factory.mktemp("ln") / "res.json"
@@ -85,7 +121,23 @@ def interpreted(tmp_path_factory) -> list[dict]:
 
 @pytest.mark.parametrize("i", range(len(CASES)))
 def test_fused_layer_norm_matches_reference(interpreted, i):
-    check(interpreted[i])
+    check(interpreted["ln"][i])
+
+
+@pytest.mark.parametrize("i", range(len(GATED_CASES)))
+def test_fused_gated_norm_matches_reference(interpreted, i):
+    check_gated(interpreted["gated"][i])
+
+
+def test_gated_norm_op_reference_path_is_the_model_composition():
+    """Off CUDA nalasr.ops.gated_norm is the composition the model's eager path computes."""
+    from nalasr.ops import fused_gate_wanted, gated_norm
+
+    o, lepe, g = (torch.randn(2, 3, 5, 8) for _ in range(3))
+    w, b = torch.randn(8), torch.randn(8)
+    assert not fused_gate_wanted(o)
+    want = torch.nn.functional.layer_norm(o + lepe, (8,), w, b, 1e-5) * torch.nn.functional.silu(g)
+    assert torch.equal(gated_norm(o, lepe, g, w, b, 1e-5), want)
 
 
 def test_model_routes_layer_norm_through_the_op(monkeypatch):

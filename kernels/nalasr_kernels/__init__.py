@@ -16,7 +16,7 @@ from __future__ import annotations
 import importlib.util
 from typing import Any
 
-__all__ = ["HAS_TRITON", "layer_norm_triton", "nala_attention_triton"]
+__all__ = ["HAS_TRITON", "gated_norm_triton", "layer_norm_triton", "nala_attention_triton"]
 
 
 def _probe_triton() -> bool:
@@ -35,26 +35,30 @@ def _probe_triton() -> bool:
 HAS_TRITON: bool = _probe_triton()
 
 
+def _impl(module: str, name: str) -> Any:
+    """``name`` from the Triton module ``module``, imported on first use (ImportError without Triton)."""
+    if not HAS_TRITON:
+        raise ImportError("nalasr_kernels needs the triton package (pip install triton)")
+    return getattr(importlib.import_module(module, __name__), name)
+
+
 def nala_attention_triton(q, k, v, params: Any = None, rope_hw: tuple[int, int] | None = None,
                           rope_base: float = 100.0):
     """Fused NaLa attention; see :func:`nalasr_kernels.nala.nala_attention_triton`."""
-    if not HAS_TRITON:
-        raise ImportError("nalasr_kernels needs the triton package (pip install triton)")
-    impl = importlib.import_module(".nala", __name__).nala_attention_triton
-    return impl(q, k, v, params, rope_hw, rope_base)
+    return _impl(".nala", "nala_attention_triton")(q, k, v, params, rope_hw, rope_base)
 
 
 def layer_norm_triton(x, normalized_shape, weight, bias, eps: float = 1e-5):
     """Fused LayerNorm; see :func:`nalasr_kernels.layernorm.layer_norm_triton`."""
-    if not HAS_TRITON:
-        raise ImportError("nalasr_kernels needs the triton package (pip install triton)")
-    impl = importlib.import_module(".layernorm", __name__).layer_norm_triton
-    return impl(x, normalized_shape, weight, bias, eps)
+    return _impl(".layernorm", "layer_norm_triton")(x, normalized_shape, weight, bias, eps)
+
+
+def gated_norm_triton(o, lepe, g, weight, bias, eps: float = 1e-5):
+    """Fused LayerNorm(o + lepe)·SiLU(g), inference; see :func:`nalasr_kernels.layernorm.gated_norm_triton`."""
+    return _impl(".layernorm", "gated_norm_triton")(o, lepe, g, weight, bias, eps)
 
 
 def __getattr__(name: str) -> Any:  # NalaAttentionFunction without importing Triton up front
     if name == "NalaAttentionFunction":
-        if not HAS_TRITON:
-            raise ImportError("nalasr_kernels needs the triton package (pip install triton)")
-        return importlib.import_module(".nala", __name__).NalaAttentionFunction
+        return _impl(".nala", "NalaAttentionFunction")
     raise AttributeError(f"module 'nalasr_kernels' has no attribute {name!r}")

@@ -17,7 +17,7 @@ import triton
 import triton.language as tl
 from torch import Tensor
 
-__all__ = ["layer_norm_triton"]
+__all__ = ["gated_norm_triton", "layer_norm_triton"]
 
 
 @triton.jit
@@ -31,18 +31,24 @@ def _rows_tile(pid, M, C, BLOCK_M: tl.constexpr, BC: tl.constexpr):
 
 
 @triton.jit
-def _ln_fwd(X, W, B, Y, MEAN, RSTD, M, C, eps,
-            BLOCK_M: tl.constexpr, BC: tl.constexpr):
-    """Rows [pid·BLOCK_M, +BLOCK_M) of X (M, C) → Y; also the per-row mean and 1/σ for the backward."""
-    rows, cols, rmask, cmask, mask, offs = _rows_tile(tl.program_id(0), M, C, BLOCK_M, BC)
-    x = tl.load(X + offs, mask=mask, other=0.0).to(tl.float32)
+def _normalize(x, mask, cols, cmask, W, B, C, eps):
+    """x (BLOCK_M, BC) fp32, 0 where masked → (x̂·w + b, per-row mean, per-row 1/σ), statistics over C columns."""
     mean = tl.sum(x, axis=1) / C
     xc = tl.where(mask, x - mean[:, None], 0.0)
     var = tl.sum(xc * xc, axis=1) / C
     rstd = 1.0 / tl.sqrt(var + eps)
     w = tl.load(W + cols, mask=cmask, other=0.0).to(tl.float32)
     b = tl.load(B + cols, mask=cmask, other=0.0).to(tl.float32)
-    y = xc * rstd[:, None] * w[None, :] + b[None, :]
+    return xc * rstd[:, None] * w[None, :] + b[None, :], mean, rstd
+
+
+@triton.jit
+def _ln_fwd(X, W, B, Y, MEAN, RSTD, M, C, eps,
+            BLOCK_M: tl.constexpr, BC: tl.constexpr):
+    """Rows [pid·BLOCK_M, +BLOCK_M) of X (M, C) → Y; also the per-row mean and 1/σ for the backward."""
+    rows, cols, rmask, cmask, mask, offs = _rows_tile(tl.program_id(0), M, C, BLOCK_M, BC)
+    x = tl.load(X + offs, mask=mask, other=0.0).to(tl.float32)
+    y, mean, rstd = _normalize(x, mask, cols, cmask, W, B, C, eps)
     tl.store(Y + offs, y.to(Y.dtype.element_ty), mask=mask)
     tl.store(MEAN + rows, mean, mask=rmask)
     tl.store(RSTD + rows, rstd, mask=rmask)
@@ -70,6 +76,19 @@ def _ln_bwd(X, W, DY, MEAN, RSTD, DX, DW_PART, DB_PART, M, C,
     tl.store(DX + offs, dx.to(DX.dtype.element_ty), mask=mask)
     tl.store(DW_PART + pid * BC + cols, tl.sum(dy * xhat, axis=0))
     tl.store(DB_PART + pid * BC + cols, tl.sum(dy, axis=0))
+
+
+@triton.jit
+def _gated_norm_fwd(O, L, G, W, B, Y, M, C, s_g, eps,
+                    BLOCK_M: tl.constexpr, BC: tl.constexpr):
+    """y = LayerNorm(o + l)·SiLU(g) for rows [pid·BLOCK_M, +BLOCK_M): o, l, y (M, C) row-major; g's rows are
+    s_g elements apart (a C-wide slice of a wider projection). All of it in fp32, one rounding at the end."""
+    rows, cols, rmask, cmask, mask, offs = _rows_tile(tl.program_id(0), M, C, BLOCK_M, BC)
+    x = tl.load(O + offs, mask=mask, other=0.0).to(tl.float32) + tl.load(L + offs, mask=mask, other=0.0).to(tl.float32)
+    y, mean, rstd = _normalize(x, mask, cols, cmask, W, B, C, eps)
+    g = tl.load(G + rows[:, None].to(tl.int64) * s_g + cols[None, :], mask=mask, other=0.0).to(tl.float32)
+    y = y * (g / (1.0 + tl.exp(-g)))
+    tl.store(Y + offs, y.to(Y.dtype.element_ty), mask=mask)
 
 
 def _block_m(c_pow2: int) -> int:
@@ -118,3 +137,28 @@ def layer_norm_triton(x: Tensor, normalized_shape: tuple[int, ...], weight: Tens
     if x.shape[-1] > 256:
         raise ValueError(f"rows up to 256 wide are supported, got {x.shape[-1]}")
     return _LayerNorm.apply(x, weight, bias, eps)
+
+
+def gated_norm_triton(o: Tensor, lepe: Tensor, g: Tensor, weight: Tensor, bias: Tensor, eps: float = 1e-5) -> Tensor:
+    """LayerNorm(o + lepe)·SiLU(g) over the last axis, one pass, inference only (no autograd).
+
+    o, lepe, g: (..., C) alike, C ≤ 256; g may be a strided C-wide view (last-axis stride 1, rows evenly
+    spaced), read in place. Returns a new (..., C) tensor in o's dtype. The reference is
+    ``F.layer_norm(o + lepe, (C,), weight, bias, eps) * F.silu(g)`` evaluated in fp32.
+    """
+    c = o.shape[-1]
+    if c > 256 or lepe.shape != o.shape or g.shape != o.shape:
+        raise ValueError(f"o, lepe, g must be (..., C) alike with C ≤ 256, got {tuple(o.shape)}, "
+                         f"{tuple(lepe.shape)}, {tuple(g.shape)}")
+    o2 = o.reshape(-1, c).contiguous()
+    l2 = lepe.reshape(-1, c).contiguous()
+    g2 = g.reshape(-1, c)  # a view when g's rows are evenly spaced (a slice of one projection)
+    if g2.stride(1) != 1:
+        g2 = g2.contiguous()
+    m = o2.shape[0]
+    bc = triton.next_power_of_2(c)
+    block_m = _block_m(bc)
+    y = torch.empty_like(o2)
+    _gated_norm_fwd[(triton.cdiv(m, block_m),)](o2, l2, g2, weight, bias, y, m, c, g2.stride(0), eps,
+                                                BLOCK_M=block_m, BC=bc)
+    return y.view(o.shape)

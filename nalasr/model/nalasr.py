@@ -15,7 +15,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ..ops import BACKENDS, Backend, NalaParams, layer_norm, nala_attention
+from ..ops import BACKENDS, Backend, NalaParams, fused_gate_wanted, gated_norm, layer_norm, nala_attention
 
 SCALES = (2, 3, 4)
 
@@ -144,8 +144,12 @@ class NalaMixer(nn.Module):
             q, k, v, g = self.qkvg(x).chunk(4, dim=-1)  # views, (B, H, W, C) each
         heads = (b, h * w, self.cfg.heads, self.cfg.head_dim)
         o = self._attend(q.reshape(heads), k.reshape(heads), v.reshape(heads), (h, w))  # may be a head-major view
+        lepe = _dwconv(v, self.lepe)
+        if fused_gate_wanted(x):  # norm(o + LePE)·SiLU(g) in one pass
+            return self.proj(gated_norm(o.reshape(b, h, w, c), lepe, g, self.norm.weight, self.norm.bias,
+                                        self.norm.eps))
         # LePE(v) + o, summed in the conv's token-major output (o itself is never copied to token-major).
-        o = _add(_dwconv(v, self.lepe).reshape(heads), o).reshape(b, h, w, c)
+        o = _add(lepe.reshape(heads), o).reshape(b, h, w, c)
         gate = F.silu(g, inplace=_reusable(g))
         return self.proj(_mul(self.norm(o), gate))
 

@@ -15,7 +15,7 @@ from .nala import NalaParams, nala_attention_reference, nala_features, rope_angl
 Backend = Literal["auto", "triton", "reference"]
 BACKENDS: tuple[str, ...] = ("auto", "triton", "reference")
 
-__all__ = ["BACKENDS", "Backend", "NalaParams", "layer_norm", "nala_attention", "nala_attention_reference", "nala_features",
+__all__ = ["BACKENDS", "Backend", "NalaParams", "fused_gate_wanted", "gated_norm", "layer_norm", "nala_attention", "nala_attention_reference", "nala_features",
            "rope_angles", "triton_available"]
 
 
@@ -83,3 +83,20 @@ def layer_norm(x: Tensor, weight: Tensor, bias: Tensor, eps: float) -> Tensor:
 
             return layer_norm_triton(x, (c,), weight, bias, eps)
     return F.layer_norm(x, (c,), weight, bias, eps)
+
+
+def fused_gate_wanted(x: Tensor) -> bool:
+    """Should :func:`gated_norm` on tensors like x run the fused kernel? On CUDA without autograd, opt-in with
+    ``NALASR_FUSED_GATE=1`` until benchmarks/fusion_gpu.py has measured it (one pass over o, LePE and g
+    instead of four elementwise passes, two of them on strided views)."""
+    return (x.is_cuda and not torch.is_grad_enabled() and x.shape[-1] <= 256
+            and os.environ.get("NALASR_FUSED_GATE") == "1" and triton_available())
+
+
+def gated_norm(o: Tensor, lepe: Tensor, g: Tensor, weight: Tensor, bias: Tensor, eps: float) -> Tensor:
+    """LayerNorm(o + lepe)·SiLU(g) over the last axis, (..., C) each (g may be a strided C-wide view)."""
+    if fused_gate_wanted(o):
+        from nalasr_kernels import gated_norm_triton
+
+        return gated_norm_triton(o, lepe, g, weight, bias, eps)
+    return F.layer_norm(o + lepe, (o.shape[-1],), weight, bias, eps) * F.silu(g)
