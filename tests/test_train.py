@@ -151,6 +151,19 @@ def test_cli_restart_on_resume_starts_a_new_schedule_once(tmp_path, tiny_data, c
     assert tomllib.loads((out / "config.toml").read_text())["schedule_start"] == 3
 
 
+def test_fit_schedule_leaves_validation_time_out_of_the_speed(tmp_path, tiny_data, monkeypatch):
+    """180 steps in 20 s of which 11 s were validation: 20 it/s, not 9 (a resumed run once ended minutes early)."""
+    train, _ = tiny_data
+    cfg = TrainConfig(scales=[2], data=[str(train)], out=str(tmp_path / "r"), batch=2, patch=8, steps=1000,
+                      val_set="", device="cpu", max_minutes=10.0, fit_schedule=True, model_overrides=TINY)
+    trainer = Trainer(cfg, log=lambda m: None)
+    trainer.step = 200
+    monkeypatch.setattr("nalasr.train.loop.time.perf_counter", lambda: 130.0)  # 130 s into the run
+    trainer._fit_schedule(t_start=0.0, t_fit=110.0, paused=11.0)
+    left = 600 - 130
+    assert trainer.cfg.steps == 200 + int(0.97 * 20.0 * left)
+
+
 def test_cuda_graphs_flag_is_a_no_op_off_cuda(tmp_path, tiny_data):
     train, _ = tiny_data
     cfg = TrainConfig(scales=[2], data=[str(train)], out=str(tmp_path / "r"), batch=2, patch=8, steps=2, val_set="",
