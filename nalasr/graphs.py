@@ -32,6 +32,11 @@ class _Graph:
     y: Tensor  # static output
     pool_bytes: int  # memory the capture allocated (activations held by the graph's pool)
 
+    @property
+    def peak_bytes(self) -> int:
+        """Device memory a replayed call holds at its peak: the graph's pool plus the output copy it returns."""
+        return self.pool_bytes + self.y.numel() * self.y.element_size()
+
 
 def enabled() -> bool:
     return os.environ.get("NALASR_CUDA_GRAPHS", "1") != "0"
@@ -53,6 +58,7 @@ class GraphedForward:
         self.keep = keep
         self.graphs: OrderedDict[tuple, _Graph] = OrderedDict()
         self.seen: set[tuple] = set()
+        self._owner: int | None = None  # data_ptr of the first parameter the graphs and sightings belong to
         self.last_replayed: _Graph | None = None  # the graph the latest call replayed (None: it ran eagerly)
         self.failed: str | None = None  # why a capture failed; this object then stays eager
 
@@ -72,11 +78,11 @@ class GraphedForward:
             return self.model(x)
         params = next(self.model.parameters(), None)
         owner = params.data_ptr() if params is not None else 0
-        key = (tuple(x.shape), x.dtype, x.stride(), x.device, owner)
-        stale = [k for k in self.graphs if k[-1] != owner]  # parameters moved or cast since capture
-        for k in stale:
-            del self.graphs[k]
-        self.seen = {k for k in self.seen if k[-1] == owner}
+        if owner != self._owner:  # parameters moved or cast since the graphs were captured: they are stale
+            self.graphs.clear()
+            self.seen.clear()
+            self._owner = owner
+        key = (tuple(x.shape), x.dtype, x.stride(), x.device)
         entry = self.graphs.get(key)
         if entry is None:
             if key not in self.seen:  # first sighting: eager (warms kernels up; most shapes never recur)

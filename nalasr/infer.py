@@ -71,7 +71,7 @@ def _forward(model: nn.Module, lr: Tensor, dtype: torch.dtype, device: torch.dev
     peak = mem.peak_bytes
     replayed = fwd is not None and fwd.last_replayed is not None
     if replayed:  # its activations live in the graph's pool
-        peak = max(peak, fwd.last_replayed.pool_bytes + y.numel() * y.element_size())
+        peak = max(peak, fwd.last_replayed.peak_bytes)
     y = y.float()
     if gray:
         y = y.mean(dim=1, keepdim=True)

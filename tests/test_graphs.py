@@ -55,6 +55,7 @@ def test_first_call_eager_second_captures_then_replays(model):
     assert torch.equal(g(x), want) and g.last_replayed is None and not g.graphs  # first sighting: eager
     y2 = g(x)
     assert len(g.graphs) == 1 and g.last_replayed is not None and g.last_replayed.pool_bytes == 123
+    assert g.last_replayed.peak_bytes == 123 + y2.numel() * y2.element_size()  # pool + the returned copy
     x3 = torch.rand(1, 3, 8, 9)
     y3 = g(x3)
     assert torch.equal(y2, want) and torch.equal(y3, model(x3))
