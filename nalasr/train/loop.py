@@ -174,6 +174,8 @@ class Trainer:
         # The trunk at LR 48² runs hundreds of small kernels a step: eager PyTorch is bound by the CPU launching
         # them, not by the GPU. Replaying the trunk's forward and backward from CUDA graphs removes that cost;
         # the graphs are built at the first step (they need the batch's shape) and rebuilt if it changes.
+        self._paused = 0.0  # seconds spent validating and checkpointing: not training speed (see _fit_schedule)
+        self._val_s = 0.0  # how long the latest validation took
         self._graphs = bool(cfg.cuda_graphs and self.device.type == "cuda" and self.dist.world == 1 and not cfg.compile)
         self._graphed: tuple[tuple[int, ...], Callable[[Tensor], Tensor]] | None = None
         self.validator = Validator(cfg.val_set, cfg.scales, cfg.data_root, self.device) if cfg.val_set and self.dist.main else None
@@ -235,7 +237,6 @@ class Trainer:
         t_start, t_log, step_log = time.perf_counter(), time.perf_counter(), self.step
         last_ckpt = first_step = self.step
         rate, t_fit = 0.0, t_start
-        self._paused = 0.0  # seconds spent validating and checkpointing: not training speed
         paused_fit = 0.0
         while self.step < cfg.steps:
             scale = cfg.scales[self.step % len(cfg.scales)]
@@ -282,8 +283,8 @@ class Trainer:
             if self.validator and (self.step % cfg.val_every == 0 or self.step == cfg.steps):
                 t_val = time.perf_counter()
                 improved = self._validate(writer, progress)
-                self._paused += time.perf_counter() - t_val
                 self._val_s = time.perf_counter() - t_val
+                self._paused += self._val_s
             if cfg.fit_schedule and cfg.max_minutes and self.step == first_step + 200:
                 self._fit_schedule(t_start, t_fit, self._paused - paused_fit)
             if self.step == first_step + 20:
@@ -329,7 +330,7 @@ class Trainer:
         rate = 180 / max(now - t_fit - paused, 1e-3)
         left = 60 * self.cfg.max_minutes - (now - t_start)
         vals = left * rate / self.cfg.val_every if self.validator else 0.0
-        left -= vals * getattr(self, "_val_s", 0.0)
+        left -= vals * self._val_s
         steps = torch.tensor(self.step + max(1, int(0.97 * rate * max(left, 0.0))), device=self.device)
         if self.dist.world > 1:  # rank 0's measurement for all: every process must stop at the same step
             dist.broadcast(steps, src=0)
