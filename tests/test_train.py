@@ -51,6 +51,23 @@ def cli(capsys, *args) -> tuple[int, str, str]:
     return code, captured.out, captured.err
 
 
+def start_tiny_run(capsys, tmp_path: Path, train: Path, scale: int, steps: int, **config) -> Path:
+    """A fresh tiny CPU run of ``steps`` steps in tmp_path/run (``config``: TrainConfig keys); its folder."""
+    out = tmp_path / "run"
+    cfg_file = write_config(tmp_path / "c.toml", **config)
+    code, _, err = cli(capsys, "train", "--scale", scale, "--data", train, "--out", out, "--batch", 2, "--patch", 8,
+                       "--device", "cpu", "--config", cfg_file, "--steps", steps)
+    assert code == 0, err
+    return out
+
+
+def tiny_config(tmp_path: Path, train: Path, **fields) -> TrainConfig:
+    """A TrainConfig for the tiny model on CPU (x2, batch 2, LR patch 8, no validation); ``fields`` override."""
+    base = dict(scales=[2], data=[str(train)], out=str(tmp_path / "run"), model_overrides=TINY, batch=2, patch=8,
+                val_set="", device="cpu")
+    return TrainConfig(**{**base, **fields})
+
+
 def one_error_line(err: str) -> str:
     lines = [ln for ln in err.splitlines() if ln.strip()]
     assert len(lines) == 1, f"expected one error line, got:\n{err}"
@@ -135,10 +152,7 @@ def test_lr_schedule_counts_from_schedule_start():
 
 def test_cli_restart_on_resume_starts_a_new_schedule_once(tmp_path, tiny_data, capsys):
     train, _ = tiny_data
-    out = tmp_path / "run"
-    cfg_file = write_config(tmp_path / "c.toml", val_set="", log_every=1, warmup=2)
-    args = ["train", "--scale", "2", "--data", train, "--out", out, "--batch", 2, "--patch", 8, "--device", "cpu"]
-    assert cli(capsys, *args, "--config", cfg_file, "--steps", 3)[0] == 0
+    out = start_tiny_run(capsys, tmp_path, train, scale=2, steps=3, val_set="", log_every=1, warmup=2)
     code, _, err = cli(capsys, "train", "--resume", "--restart", "--lr", "1e-4", "--out", out, "--steps", 6)
     assert code == 0, err
     saved = tomllib.loads((out / "config.toml").read_text())
@@ -154,8 +168,7 @@ def test_cli_restart_on_resume_starts_a_new_schedule_once(tmp_path, tiny_data, c
 def test_fit_schedule_leaves_validation_time_out_of_the_speed(tmp_path, tiny_data, monkeypatch):
     """180 steps in 20 s of which 11 s were validation: 20 it/s, not 9 (a resumed run once ended minutes early)."""
     train, _ = tiny_data
-    cfg = TrainConfig(scales=[2], data=[str(train)], out=str(tmp_path / "r"), batch=2, patch=8, steps=1000,
-                      val_set="", device="cpu", max_minutes=10.0, fit_schedule=True, model_overrides=TINY)
+    cfg = tiny_config(tmp_path, train, steps=1000, max_minutes=10.0, fit_schedule=True)
     trainer = Trainer(cfg, log=lambda m: None)
     trainer.step = 200
     monkeypatch.setattr("nalasr.train.loop.time.perf_counter", lambda: 130.0)  # 130 s into the run
@@ -166,8 +179,7 @@ def test_fit_schedule_leaves_validation_time_out_of_the_speed(tmp_path, tiny_dat
 
 def test_cuda_graphs_flag_is_a_no_op_off_cuda(tmp_path, tiny_data):
     train, _ = tiny_data
-    cfg = TrainConfig(scales=[2], data=[str(train)], out=str(tmp_path / "r"), batch=2, patch=8, steps=2, val_set="",
-                      device="cpu", cuda_graphs=True, log_every=1, model_overrides=TINY)
+    cfg = tiny_config(tmp_path, train, steps=2, cuda_graphs=True, log_every=1)
     trainer = Trainer(cfg, log=lambda m: None)
     assert trainer._graphs is False
     assert trainer.run().step == 2
@@ -350,10 +362,7 @@ def test_cli_trains_and_writes_everything(tmp_path, tiny_data, capsys):
 
 def test_cli_resume_continues_and_extends(tmp_path, tiny_data, capsys):
     train, _ = tiny_data
-    out = tmp_path / "run"
-    cfg_file = write_config(tmp_path / "c.toml", val_set="", log_every=1)
-    args = ["train", "--scale", "3", "--data", train, "--out", out, "--batch", 2, "--patch", 8, "--device", "cpu"]
-    assert cli(capsys, *args, "--config", cfg_file, "--steps", 3)[0] == 0
+    out = start_tiny_run(capsys, tmp_path, train, scale=3, steps=3, val_set="", log_every=1)
     # --resume alone reads the run's config from its checkpoint; --steps extends the schedule
     code, stdout, err = cli(capsys, "train", "--resume", "--out", out, "--steps", 5)
     assert code == 0, err
@@ -366,10 +375,7 @@ def test_cli_resume_continues_and_extends(tmp_path, tiny_data, capsys):
 def test_cli_resume_with_config_overrides_only_its_keys(tmp_path, tiny_data, capsys):
     """--resume --config FILE: the run's own settings, with just the keys FILE names changed."""
     train, _ = tiny_data
-    out = tmp_path / "run"
-    cfg_file = write_config(tmp_path / "c.toml", val_set="", log_every=1)
-    args = ["train", "--scale", "3", "--data", train, "--out", out, "--batch", 2, "--patch", 8, "--device", "cpu"]
-    assert cli(capsys, *args, "--config", cfg_file, "--steps", 2)[0] == 0
+    out = start_tiny_run(capsys, tmp_path, train, scale=3, steps=2, val_set="", log_every=1)
     override = tmp_path / "o.toml"
     override.write_text('attention_backend = "reference"\nlog_every = 2\n')
     code, _, err = cli(capsys, "train", "--resume", "--out", out, "--config", override, "--steps", 4)
@@ -445,9 +451,8 @@ def test_best_is_the_state_of_the_best_validation(tmp_path, tiny_data, monkeypat
             return next(scores), 0.5
 
     monkeypatch.setattr(loop, "Validator", FakeValidator)
-    cfg = TrainConfig(scales=[2], data=[str(tiny_data[0])], out=str(tmp_path / "run"), model_overrides=TINY,
-                      steps=6, batch=2, patch=8, val_set="fake", val_every=2, ckpt_every=3, keep_last=5,
-                      device="cpu", log_every=1)
+    cfg = tiny_config(tmp_path, tiny_data[0], steps=6, val_set="fake", val_every=2, ckpt_every=3, keep_last=5,
+                      log_every=1)
     result = loop.train(cfg, log=lambda m: None)
     assert result.best_psnr == {"x2": 25.0}
     best = torch.load(tmp_path / "run" / "checkpoints" / "best.pt", weights_only=True)
