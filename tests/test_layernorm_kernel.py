@@ -7,6 +7,7 @@ kernel fails to write shows up. Sizes are odd on purpose: ragged row blocks, C n
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -28,16 +29,25 @@ def _rel(a: torch.Tensor, b: torch.Tensor) -> float:
     return float((a - b).norm() / b.norm().clamp_min(1e-30))
 
 
+@contextlib.contextmanager
+def nan_filled_buffers():
+    """torch.empty / torch.empty_like return NaN-filled tensors inside: an element a kernel fails to write shows."""
+    real_empty, real_empty_like = torch.empty, torch.empty_like
+    torch.empty = lambda *a, **k: real_empty(*a, **k).fill_(float("nan"))  # type: ignore[assignment]
+    torch.empty_like = lambda *a, **k: real_empty_like(*a, **k).fill_(float("nan"))  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        torch.empty, torch.empty_like = real_empty, real_empty_like
+
+
 def run_cases(device: str = "cpu", cases: list = CASES) -> list[dict]:
     """Every case on ``device``: relative errors of y, dx, dw, db against float64 F.layer_norm, fresh buffers
     NaN-filled. Also run by benchmarks/gpu_kernels_check.py on CUDA (with larger cases)."""
     from nalasr_kernels.layernorm import layer_norm_triton
 
-    real_empty, real_empty_like = torch.empty, torch.empty_like
-    torch.empty = lambda *a, **k: real_empty(*a, **k).fill_(float("nan"))  # type: ignore[assignment]
-    torch.empty_like = lambda *a, **k: real_empty_like(*a, **k).fill_(float("nan"))  # type: ignore[assignment]
     res = []
-    try:
+    with nan_filled_buffers():
         for m, c, dt in cases:
             dtype = getattr(torch, dt)
             g = torch.Generator().manual_seed(m * 1000 + c)
@@ -53,8 +63,6 @@ def run_cases(device: str = "cpu", cases: list = CASES) -> list[dict]:
             y_ref.backward(dy.double().to(device))
             res.append({"case": [m, c, dt], "y": _rel(y, y_ref), "dtype_ok": y.dtype == dtype,
                         **{n: _rel(t.grad, r.grad) for n, t, r in zip(("dx", "dw", "db"), leaves, ref_leaves)}})
-    finally:
-        torch.empty, torch.empty_like = real_empty, real_empty_like
     return res
 
 
@@ -76,10 +84,8 @@ def run_gated_cases(device: str = "cpu", cases: list = GATED_CASES) -> list[dict
     """Relative error of gated_norm_triton against the float64 composition, fresh buffers NaN-filled."""
     from nalasr_kernels.layernorm import gated_norm_triton
 
-    real_empty_like = torch.empty_like
-    torch.empty_like = lambda *a, **k: real_empty_like(*a, **k).fill_(float("nan"))  # type: ignore[assignment]
     res = []
-    try:
+    with nan_filled_buffers():
         for m, c, dt, spread in cases:
             dtype = getattr(torch, dt)
             gen = torch.Generator().manual_seed(m * 7 + c)
@@ -92,8 +98,6 @@ def run_gated_cases(device: str = "cpu", cases: list = GATED_CASES) -> list[dict
             ref = (torch.nn.functional.layer_norm(o.double() + lepe.double(), (c,), w.double(), b.double(), 1e-5)
                    * torch.nn.functional.silu(g.double()))
             res.append({"case": [m, c, dt, spread], "y": _rel(y.cpu(), ref), "dtype_ok": y.dtype == dtype})
-    finally:
-        torch.empty_like = real_empty_like
     return res
 
 
