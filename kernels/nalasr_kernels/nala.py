@@ -205,16 +205,34 @@ def _feature_grad_angle(m, c, s, c2, s2, gc, gs, gc2, gs2, ROPE: tl.constexpr):
 
 
 @triton.jit
+def _slab(ptr, pid_b, pid_h, s_b, s_h):
+    """Start of (b, h)'s (N, D) slab of a (B, N, H, D) tensor; 64-bit, as B·N·H·D can pass 2^31."""
+    return ptr + pid_b.to(tl.int64) * s_b + pid_h.to(tl.int64) * s_h
+
+
+@triton.jit
+def _chunk(pid_c, CHUNK, N):
+    """Tokens [start, end) of chunk pid_c."""
+    start = pid_c * CHUNK
+    return start, tl.minimum(start + CHUNK, N)
+
+
+@triton.jit
+def _token_rows(n0, end, BLOCK_N: tl.constexpr, OFFS64: tl.constexpr):
+    """Tokens n0 .. n0 + BLOCK_N: their indices, which are < end, and the row offsets (int64 when OFFS64)."""
+    offs_n = n0 + tl.arange(0, BLOCK_N)
+    return offs_n, offs_n < end, offs_n.to(tl.int64) if OFFS64 else offs_n
+
+
+@triton.jit
 def _load_tile(base, n0, end, s_n, offs, s_d, dmask, BLOCK_N: tl.constexpr, OFFS64: tl.constexpr):
     """Rows n0 .. n0 + BLOCK_N (those < end) of a (N, BD) slab in the tensor's own dtype; 0 where masked.
 
     The streaming loops load the next tile before computing on the current one (the tile is a loop-carried
     value): the load is in flight during the math, which doubles the bytes in flight per program. The loads
     feed elementwise math, not tl.dot, so Triton's software pipeliner does not do this for us."""
-    offs_n = n0 + tl.arange(0, BLOCK_N)
-    rows = offs_n.to(tl.int64) if OFFS64 else offs_n
-    return tl.load(base + rows[:, None] * s_n + offs[None, :] * s_d,
-                   mask=(offs_n < end)[:, None] & dmask[None, :], other=0.0)
+    offs_n, nmask, rows = _token_rows(n0, end, BLOCK_N, OFFS64)
+    return tl.load(base + rows[:, None] * s_n + offs[None, :] * s_d, mask=nmask[:, None] & dmask[None, :], other=0.0)
 
 
 # ==================================================================================================== kernels
@@ -242,16 +260,15 @@ def _fwd_reduce(
     offs_e = tl.arange(0, BDV)
     dmask = offs_d < D
     emask = offs_e < DV
-    k_base = K + pid_b.to(tl.int64) * sk_b + pid_h.to(tl.int64) * sk_h
-    v_base = V + pid_b.to(tl.int64) * sv_b + pid_h.to(tl.int64) * sv_h
+    k_base = _slab(K, pid_b, pid_h, sk_b, sk_h)
+    v_base = _slab(V, pid_b, pid_h, sv_b, sv_h)
     if ROPE:
         freq = tl.load(FREQ + offs_d)
     acc_c = tl.zeros((BD, BDV), dtype=tl.float32)
     acc_s = tl.zeros((BD, BDV), dtype=tl.float32)
     z_c = tl.zeros((BD,), dtype=tl.float32)
     z_s = tl.zeros((BD,), dtype=tl.float32)
-    start = pid_c * CHUNK
-    end = tl.minimum(start + CHUNK, N)
+    start, end = _chunk(pid_c, CHUNK, N)
     x_next = _load_tile(k_base, start, end, sk_n, offs_d, sk_d, dmask, BLOCK_N, OFFS64)
     v_next = _load_tile(v_base, start, end, sv_n, offs_e, sv_d, emask, BLOCK_N, OFFS64)
     for n0 in tl.range(start, end, BLOCK_N):
@@ -333,17 +350,14 @@ def _fwd_map(
     dmask = offs_d < D
     emask = offs_e < DV
     s_c, s_s, z_c, z_s = _load_state(STATE, pid_b * H + pid_h, BD, BDV)
-    q_base = Q + pid_b.to(tl.int64) * sq_b + pid_h.to(tl.int64) * sq_h
-    o_base = O + pid_b.to(tl.int64) * so_b + pid_h.to(tl.int64) * so_h
+    q_base = _slab(Q, pid_b, pid_h, sq_b, sq_h)
+    o_base = _slab(O, pid_b, pid_h, so_b, so_h)
     if ROPE:
         freq = tl.load(FREQ + offs_d)
-    start = pid_c * CHUNK
-    end = tl.minimum(start + CHUNK, N)
+    start, end = _chunk(pid_c, CHUNK, N)
     x_next = _load_tile(q_base, start, end, sq_n, offs_d, sq_d, dmask, BLOCK_N, OFFS64)
     for n0 in tl.range(start, end, BLOCK_N):
-        offs_n = n0 + tl.arange(0, BLOCK_N)
-        nmask = offs_n < end
-        rows = offs_n.to(tl.int64) if OFFS64 else offs_n
+        offs_n, nmask, rows = _token_rows(n0, end, BLOCK_N, OFFS64)
         x = x_next.to(tl.float32)
         x_next = _load_tile(q_base, n0 + BLOCK_N, end, sq_n, offs_d, sq_d, dmask, BLOCK_N, OFFS64)
         ss, r, dirn = _direction(x)
@@ -383,23 +397,20 @@ def _bwd_query(
     s_c, s_s, z_c, z_s = _load_state(STATE, pid_b * H + pid_h, BD, BDV)
     s_cT = tl.trans(s_c)
     s_sT = tl.trans(s_s)
-    q_base = Q + pid_b.to(tl.int64) * sq_b + pid_h.to(tl.int64) * sq_h
-    g_base = DO + pid_b.to(tl.int64) * sg_b + pid_h.to(tl.int64) * sg_h
-    dq_base = DQ + pid_b.to(tl.int64) * sdq_b + pid_h.to(tl.int64) * sdq_h
+    q_base = _slab(Q, pid_b, pid_h, sq_b, sq_h)
+    g_base = _slab(DO, pid_b, pid_h, sg_b, sg_h)
+    dq_base = _slab(DQ, pid_b, pid_h, sdq_b, sdq_h)
     if ROPE:
         freq = tl.load(FREQ + offs_d)
     ds_c = tl.zeros((BD, BDV), dtype=tl.float32)
     ds_s = tl.zeros((BD, BDV), dtype=tl.float32)
     dz_c = tl.zeros((BD,), dtype=tl.float32)
     dz_s = tl.zeros((BD,), dtype=tl.float32)
-    start = pid_c * CHUNK
-    end = tl.minimum(start + CHUNK, N)
+    start, end = _chunk(pid_c, CHUNK, N)
     x_next = _load_tile(q_base, start, end, sq_n, offs_d, sq_d, dmask, BLOCK_N, OFFS64)
     g_next = _load_tile(g_base, start, end, sg_n, offs_e, sg_d, emask, BLOCK_N, OFFS64)
     for n0 in tl.range(start, end, BLOCK_N):
-        offs_n = n0 + tl.arange(0, BLOCK_N)
-        nmask = offs_n < end
-        rows = offs_n.to(tl.int64) if OFFS64 else offs_n
+        offs_n, nmask, rows = _token_rows(n0, end, BLOCK_N, OFFS64)
         mask_d = nmask[:, None] & dmask[None, :]
         x = x_next.to(tl.float32)
         # Masked tokens: g = 0 ⇒ dnum = dden = 0, so they add nothing to dS, dz (and dq is not stored).
@@ -477,20 +488,17 @@ def _bwd_key(
     gs = gs[None, :]
     ds_cT = tl.trans(ds_c)
     ds_sT = tl.trans(ds_s)
-    k_base = K + pid_b.to(tl.int64) * sk_b + pid_h.to(tl.int64) * sk_h
-    v_base = V + pid_b.to(tl.int64) * sv_b + pid_h.to(tl.int64) * sv_h
-    dk_base = DK + pid_b.to(tl.int64) * sdk_b + pid_h.to(tl.int64) * sdk_h
-    dv_base = DV_ + pid_b.to(tl.int64) * sdv_b + pid_h.to(tl.int64) * sdv_h
+    k_base = _slab(K, pid_b, pid_h, sk_b, sk_h)
+    v_base = _slab(V, pid_b, pid_h, sv_b, sv_h)
+    dk_base = _slab(DK, pid_b, pid_h, sdk_b, sdk_h)
+    dv_base = _slab(DV_, pid_b, pid_h, sdv_b, sdv_h)
     if ROPE:
         freq = tl.load(FREQ + offs_d)
-    start = pid_c * CHUNK
-    end = tl.minimum(start + CHUNK, N)
+    start, end = _chunk(pid_c, CHUNK, N)
     x_next = _load_tile(k_base, start, end, sk_n, offs_d, sk_d, dmask, BLOCK_N, OFFS64)
     v_next = _load_tile(v_base, start, end, sv_n, offs_e, sv_d, emask, BLOCK_N, OFFS64)
     for n0 in tl.range(start, end, BLOCK_N):
-        offs_n = n0 + tl.arange(0, BLOCK_N)
-        nmask = offs_n < end
-        rows = offs_n.to(tl.int64) if OFFS64 else offs_n
+        offs_n, nmask, rows = _token_rows(n0, end, BLOCK_N, OFFS64)
         mask_d = nmask[:, None] & dmask[None, :]
         mask_e = nmask[:, None] & emask[None, :]
         x = x_next.to(tl.float32)
