@@ -3,11 +3,7 @@
 # (kernel_diag_gpu.py; with .carry/old/nala_old.py carried, that file side by side), where the 540x960 forward
 # spends its GPU time (profile_gpu.py), torch.compile against graph replay (compile_gpu.py), and the x4 NaLa
 # sweep eager / graphs. About 5-6 minutes; carry .carry/data too to start a training call right after it.
-set -u
-export PYTHONPATH=$PWD:$PWD/kernels PYTHONUNBUFFERED=1
-LOG=$OUT/profile.log
-say() { echo "== $(date +%T) $*" | tee -a $LOG; }
-nvidia-smi --query-gpu=name,memory.used,memory.total,clocks.sm --format=csv,noheader | tee -a $LOG
+. benchmarks/device_lib.sh profile
 say "kernel + layernorm parity"
 timeout 200 python3 benchmarks/gpu_kernels_check.py >> $LOG 2>&1; say "check rc=$?"
 OLD=""; [ -f .carry/old/nala_old.py ] && OLD="--old .carry/old/nala_old.py"

@@ -3,13 +3,9 @@
 # benchmark, the whole-network benchmark against softmax, and `nalasr eval` timing of four sets.
 # Expects Urban100 carried in two halves (.carry/u1, .carry/u2) and Set5/Set14/BSD100 in .carry/evaldata.
 # Every step has its own time limit; all results land in $OUT (at most 8 files).
-set -u
-export PYTHONPATH=$PWD:$PWD/kernels PYTHONUNBUFFERED=1
-LOG=$OUT/session.log
-say() { echo "== $(date +%T) $*" | tee -a $LOG; }
+. benchmarks/device_lib.sh session
 mkdir -p .carry/evaldata/Urban100/HR && cp -n .carry/u1/* .carry/u2/* .carry/evaldata/Urban100/HR/ 2>/dev/null
 say "urban100 images: $(ls .carry/evaldata/Urban100/HR | wc -l)"
-nvidia-smi --query-gpu=name,memory.used,memory.total,clocks.sm --format=csv,noheader | tee -a $LOG
 
 say "kernel parity (full sizes)"
 timeout ${T_CHECK:-90} python3 benchmarks/gpu_kernels_check.py >> $LOG 2>&1; say "kernel check rc=$?"

@@ -1,10 +1,7 @@
 #!/usr/bin/env bash
 # Second device call: data-loader rate (issue 4), the kernel parity cases the first call had no time for,
 # and a profile of the whole network at 4K output (where the time goes, for the speed work of issue 6).
-set -u
-export PYTHONPATH=$PWD:$PWD/kernels PYTHONUNBUFFERED=1
-LOG=$OUT/session2.log
-say() { echo "== $(date +%T) $*" | tee -a $LOG; }
+. benchmarks/device_lib.sh session2
 say "loader: real PatchSampler vs one fixed batch"
 timeout 80 python3 benchmarks/train_loader.py --data .carry/evaldata/BSD100 --steps 200 --out $OUT/train_loader.json >> $LOG 2>&1; say "loader rc=$?"
 for c in bfloat16-train-B32-N4096-H4-D16-rope N130321 N100003 N40000; do

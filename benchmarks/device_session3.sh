@@ -4,11 +4,7 @@
 # LayerNorm), then the training choices for training/device_train.sh in the same warm session:
 # .carry/train_env (NALASR_FUSED_LAYERNORM=1 when it is correct and faster) and .carry/train_override.toml
 # (the reference attention when the kernel check failed). Carry .carry/data (and .carry/old for the A/B).
-set -u
-export PYTHONPATH=$PWD:$PWD/kernels PYTHONUNBUFFERED=1
-LOG=$OUT/session3.log
-say() { echo "== $(date +%T) $*" | tee -a $LOG; }
-nvidia-smi --query-gpu=name,memory.used,memory.total,clocks.sm --format=csv,noheader | tee -a $LOG
+. benchmarks/device_lib.sh session3
 
 say "kernel + layernorm parity (full sizes)"
 timeout ${T_CHECK:-200} python3 benchmarks/gpu_kernels_check.py >> $LOG 2>&1; check=$?; say "kernel check rc=$check"

@@ -2,11 +2,7 @@
 # Device call: CUDA graphs checked and measured (benchmarks/graphs_gpu.py: training gradients and speed,
 # inference parity and latency), the training choices for training/device_train.sh written to .carry, then
 # the whole-network x4 fp16 latency/memory with graphs (as upscale runs) and without. Carry .carry/data.
-set -u
-export PYTHONPATH=$PWD:$PWD/kernels PYTHONUNBUFFERED=1
-LOG=$OUT/session4.log
-say() { echo "== $(date +%T) $*" | tee -a $LOG; }
-nvidia-smi --query-gpu=name,memory.used,memory.total,clocks.sm --format=csv,noheader | tee -a $LOG
+. benchmarks/device_lib.sh session4
 say "graphs"
 timeout ${T_GRAPHS:-240} python3 benchmarks/graphs_gpu.py --json $OUT/graphs.json --data .carry/data/train \
   --decide .carry >> $LOG 2>&1; say "graphs rc=$?"
