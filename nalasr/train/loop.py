@@ -31,7 +31,6 @@ from ..weights import load_weights, save_weights, shipped_name
 from .checkpoint import list_checkpoints, load_latest, mark_best, save_best, save_checkpoint
 from .config import TrainConfig, to_toml
 from .data import MARGIN, PatchSampler, decode_rgb, find_images
-from ..model import reconstruct
 from .multiscale import MultiScaleNaLaSR
 from .validate import Validator
 
@@ -171,11 +170,11 @@ class Trainer:
             # compile once per scale, which cost minutes of a short GPU lease).
             self.model.trunk.compile()
         self.net = net
+        self._paused = 0.0  # seconds spent validating and checkpointing: not training speed (see _fit_schedule)
+        self._val_s = 0.0  # how long the latest validation took
         # The trunk at LR 48² runs hundreds of small kernels a step: eager PyTorch is bound by the CPU launching
         # them, not by the GPU. Replaying the trunk's forward and backward from CUDA graphs removes that cost;
         # the graphs are built at the first step (they need the batch's shape) and rebuilt if it changes.
-        self._paused = 0.0  # seconds spent validating and checkpointing: not training speed (see _fit_schedule)
-        self._val_s = 0.0  # how long the latest validation took
         self._graphs = bool(cfg.cuda_graphs and self.device.type == "cuda" and self.dist.world == 1 and not cfg.compile)
         self._graphed: tuple[tuple[int, ...], Callable[[Tensor], Tensor]] | None = None
         self.validator = Validator(cfg.val_set, cfg.scales, cfg.data_root, self.device) if cfg.val_set and self.dist.main else None
@@ -246,10 +245,7 @@ class Trainer:
             # autocast's weight-cast cache must be off around CUDA graphs (torch.cuda.make_graphed_callables)
             with torch.autocast(self.device.type, dtype=autocast, cache_enabled=not self._graphs) if autocast \
                     else contextlib.nullcontext():
-                if self._graphs:
-                    sr = reconstruct(batch.lr, self._graphed_trunk(batch.lr), self.model.upsamplers[str(scale)], scale)
-                else:
-                    sr = self.net(batch.lr, scale)
+                sr = self.net(batch.lr, scale, self._graphed_trunk(batch.lr) if self._graphs else None)
             loss = loss_fn(sr.float(), batch.hr, cfg.loss_fft)
             self.opt.zero_grad(set_to_none=True)
             loss.backward()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 
 from torch import Tensor, nn
 
@@ -23,8 +24,10 @@ class MultiScaleNaLaSR(nn.Module):
         self.trunk = Trunk(cfg)
         self.upsamplers = nn.ModuleDict({str(s): Upsampler(cfg.dim, s, cfg.in_chans) for s in scales})
 
-    def forward(self, x: Tensor, scale: int) -> Tensor:
-        return reconstruct(x, self.trunk, self.upsamplers[str(scale)], scale)
+    def forward(self, x: Tensor, scale: int, trunk: Callable[[Tensor], Tensor] | None = None) -> Tensor:
+        """``trunk``: what to run in place of ``self.trunk`` with the same parameters (the trainer's CUDA-graphed
+        replay of it); None for the module itself."""
+        return reconstruct(x, trunk or self.trunk, self.upsamplers[str(scale)], scale)
 
     def export(self, scale: int) -> NaLaSR:
         """A standalone NaLaSR for ``scale`` holding copies of this model's weights (on CPU, fp32)."""
