@@ -314,7 +314,7 @@ class Trainer:
     def _graphed_trunk(self, x: Tensor) -> Callable[[Tensor], Tensor]:
         """The trunk as a graphed callable for inputs shaped like x (built on first use, under the caller's autocast)."""
         if self._graphed is None or self._graphed[0] != tuple(x.shape):
-            self._graphed = (tuple(x.shape), torch.cuda.make_graphed_callables(_TrunkCall(self.model.trunk), (x.clone(),)))
+            self._graphed = (tuple(x.shape), graph_trunk(self.model.trunk, x))
         return self._graphed[1]
 
     def _fit_schedule(self, t_start: float, t_fit: float, paused: float) -> None:
@@ -398,6 +398,12 @@ def resume_config(out: str | Path) -> TrainConfig:
     if found is None:
         raise InputError(f"{out}: no checkpoint to resume from")
     return TrainConfig.from_dict(found[0]["config"])
+
+
+def graph_trunk(trunk: nn.Module, x: Tensor) -> Callable[[Tensor], Tensor]:
+    """``trunk`` as a callable that replays CUDA graphs of its forward and backward for inputs shaped like x
+    (torch.cuda.make_graphed_callables; call it under the autocast it will run in, with cache_enabled=False)."""
+    return torch.cuda.make_graphed_callables(_TrunkCall(trunk), (x.clone(),))
 
 
 class _TrunkCall(nn.Module):
