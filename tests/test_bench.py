@@ -75,7 +75,8 @@ def test_softmax_mixer_differs_from_nala_mixer_only_in_the_op(monkeypatch: pytes
     model = _model()
     mixer = next(m for m in model.modules() if isinstance(m, NalaMixer))
     x = torch.randn(1, 4, 5, mixer.cfg.dim)
-    expected = mixer(x)
+    gamma = torch.rand(mixer.cfg.dim)
+    expected = mixer(x, gamma)
     calls: list[tuple[int, int]] = []
 
     def nala_op(self, q, k, v, hw):
@@ -84,7 +85,7 @@ def test_softmax_mixer_differs_from_nala_mixer_only_in_the_op(monkeypatch: pytes
 
     monkeypatch.setattr(SoftmaxMixer, "_attend", nala_op)
     swap_attention(model, "sdpa")
-    torch.testing.assert_close(mixer(x), expected, rtol=0, atol=0)
+    torch.testing.assert_close(mixer(x, gamma), expected, rtol=0, atol=0)
     assert calls == [(4, 5)]
 
 

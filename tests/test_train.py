@@ -483,3 +483,13 @@ def test_init_applies_on_a_first_start_even_with_resume(tmp_path, tiny_data):
     logs.clear()
     train(TrainConfig(**{**cfg, "steps": 2}), resume=True, log=logs.append)
     assert not any("initialised" in m for m in logs) and any("resumed from ckpt_00000001.pt" in m for m in logs)
+
+
+def test_scale_weights_interleave_the_scales_per_cycle():
+    cfg = TrainConfig(scales=[2, 3, 4], scale_weights=[1, 1, 2])
+    assert cfg.scale_cycle() == [2, 3, 4, 4]
+    assert TrainConfig(scales=[2, 4], scale_weights=[1, 3]).scale_cycle() == [2, 4, 4, 4]
+    assert TrainConfig(scales=[2, 3, 4]).scale_cycle() == [2, 3, 4]
+    for bad in ([1, 1], [1, 0, 2]):
+        with pytest.raises(InputError, match="scale_weights"):
+            TrainConfig(scales=[2, 3, 4], scale_weights=bad).validate()

@@ -56,6 +56,7 @@ from typing import Any
 import torch
 import triton
 import triton.language as tl
+from triton.language.extra.cuda import libdevice
 import triton.testing
 from torch import Tensor
 
@@ -85,8 +86,31 @@ def _tanh(x):
     # One exp2 and one division. e = e^(−2|x|) ∈ (0, 1], so nothing overflows for any x; the absolute error
     # (~1e-7) is what an angle or an exponent needs.
     e = tl.exp2(tl.abs(x) * -2.885390081777927)  # −2·log2(e)
-    t = (1.0 - e) / (1.0 + e)
+    t = _div(1.0 - e, 1.0 + e)
     return tl.where(x < 0, -t, t)
+
+
+_FAST_MATH = tl.constexpr(not _INTERPRET)  # the interpreter runs NumPy: no lg2.approx / div.approx there
+
+
+@triton.jit
+def _log2(x):
+    # lg2.approx.f32 on the MUFU pipe (|error| ≲ 2^-22 for the normal floats used here). tl.log2 compiles to
+    # an accurate software sequence: ~25% of the SASS of _fwd_map and _bwd_query (sm_90, offline count).
+    if _FAST_MATH:
+        return libdevice.fast_log2f(x)
+    else:
+        return tl.log2(x)
+
+
+@triton.jit
+def _div(x, y):
+    # div.approx.f32 (≤ 2 ulp for |y| in [2^-126, 2^126]; every divisor here is ≥ 1e-6 or a normal float)
+    # instead of IEEE division, a reciprocal plus a Newton step and a slow-path branch per element.
+    if _FAST_MATH:
+        return libdevice.fast_dividef(x, y)
+    else:
+        return x / y
 
 
 @triton.jit
@@ -146,7 +170,7 @@ def _key_mag(x, lam, LAM_INT: tl.constexpr):
         a2 = a * a
         m = a2 * a2
     else:
-        m = tl.where(a > 0, tl.exp2(lam * tl.log2(tl.where(a > 0, a, 1.0))), 0.0)
+        m = tl.where(a > 0, tl.exp2(lam * _log2(tl.where(a > 0, a, 1.0))), 0.0)
     return m
 
 
@@ -164,7 +188,7 @@ def _key_mag_grad(x, lam, LAM_INT: tl.constexpr):
     elif LAM_INT == 4:
         g = 4.0 * x * a * a
     else:
-        g = tl.where(a > 0, lam * tl.exp2((lam - 1.0) * tl.log2(tl.where(a > 0, a, 1.0))), 0.0) * sgn
+        g = tl.where(a > 0, lam * tl.exp2((lam - 1.0) * _log2(tl.where(a > 0, a, 1.0))), 0.0) * sgn
     return g
 
 
@@ -174,8 +198,10 @@ def _query_mag(dirn, nrm, lam, tau):
     tn = _tanh(nrm)
     p = lam * (tau + tn)
     a = tl.abs(dirn)
-    pos = a > 0
-    l2 = tl.log2(tl.where(pos, a, 1.0))
+    # Subnormal |dir| counts as 0: the approximate log2 and division may flush it, and m = |dir|^p is 0 in
+    # float32 there anyway (p ≥ λτ; the default 1.5 takes 1e-38 to 1e-57).
+    pos = a >= 1.1754943508222875e-38
+    l2 = _log2(tl.where(pos, a, 1.0))
     m = tl.where(pos, tl.exp2(p[:, None] * l2), 0.0)
     return tn, p, l2, m
 
@@ -249,49 +275,57 @@ def _fwd_reduce(
     N, W, H, CHUNK, n_chunks, N_BUCKET,
     sk_b, sk_n, sk_h, sk_d, sv_b, sv_n, sv_h, sv_d,
     alpha, lam,
-    D: tl.constexpr, DV: tl.constexpr, BD: tl.constexpr, BDV: tl.constexpr,
+    D: tl.constexpr, DV: tl.constexpr, BD: tl.constexpr, BDV: tl.constexpr, BDZ: tl.constexpr,
     LAM_INT: tl.constexpr, ROPE: tl.constexpr, PREC: tl.constexpr, OFFS64: tl.constexpr, BLOCK_N: tl.constexpr,
 ):
-    """Partial Σφ̃k vᵀ and Σφk over one chunk of tokens of one (b, h) → PART[b, h, chunk, :]."""
+    """Partial Σφ̃k vᵀ and Σφk over one chunk of tokens of one (b, h) → PART[b, h, chunk, :].
+
+    Without RoPE (φ̃ = φ) the values get a column of ones at index DV (BDZ wide: BDV, or 2·BDV when DV fills
+    BDV), so one tensor-core product gives S and z together: z = Σφk·1 is that column. The column sums it
+    replaces cost cross-warp reductions through shared memory on every tile."""
     pid_h = tl.program_id(0)
     pid_c = tl.program_id(1)
     pid_b = tl.program_id(2)
     offs_d = tl.arange(0, BD)
-    offs_e = tl.arange(0, BDV)
+    offs_z = tl.arange(0, BDZ)
     dmask = offs_d < D
-    emask = offs_e < DV
+    zmask = offs_z < DV
     k_base = _slab(K, pid_b, pid_h, sk_b, sk_h)
     v_base = _slab(V, pid_b, pid_h, sv_b, sv_h)
     if ROPE:
         freq = tl.load(FREQ + offs_d)
-    acc_c = tl.zeros((BD, BDV), dtype=tl.float32)
-    acc_s = tl.zeros((BD, BDV), dtype=tl.float32)
+    acc_c = tl.zeros((BD, BDZ), dtype=tl.float32)
+    acc_s = tl.zeros((BD, BDZ), dtype=tl.float32)
     z_c = tl.zeros((BD,), dtype=tl.float32)
     z_s = tl.zeros((BD,), dtype=tl.float32)
     start, end = _chunk(pid_c, CHUNK, N)
     x_next = _load_tile(k_base, start, end, sk_n, offs_d, sk_d, dmask, BLOCK_N, OFFS64)
-    v_next = _load_tile(v_base, start, end, sv_n, offs_e, sv_d, emask, BLOCK_N, OFFS64)
+    v_next = _load_tile(v_base, start, end, sv_n, offs_z, sv_d, zmask, BLOCK_N, OFFS64)
     for n0 in tl.range(start, end, BLOCK_N):
         offs_n = n0 + tl.arange(0, BLOCK_N)
         # Masked tokens and padded dims load as 0, and φ(0) = 0 (m = 0): they add nothing to S or z.
         x = x_next.to(tl.float32)
         vv = v_next.to(tl.float32)
         x_next = _load_tile(k_base, n0 + BLOCK_N, end, sk_n, offs_d, sk_d, dmask, BLOCK_N, OFFS64)
-        v_next = _load_tile(v_base, n0 + BLOCK_N, end, sv_n, offs_e, sv_d, emask, BLOCK_N, OFFS64)
+        v_next = _load_tile(v_base, n0 + BLOCK_N, end, sv_n, offs_z, sv_d, zmask, BLOCK_N, OFFS64)
         ss, r, dirn = _direction(x)
         u, th_raw, th = _angle(dirn, alpha)
         m = _key_mag(x, lam, LAM_INT)
         c, s = _sincos_small(th)
-        z_c += tl.sum(m * c, axis=0)
-        z_s += tl.sum(m * s, axis=0)
         if ROPE:  # S takes the rotated φ̃k, z the plain φk (RoPE acts on the numerator only)
-            c2, s2 = _sincos_any(th + _rope_angle(offs_n, W, freq, offs_d, D // 2))
+            z_c += tl.sum(m * c, axis=0)
+            z_s += tl.sum(m * s, axis=0)
+            c, s = _sincos_any(th + _rope_angle(offs_n, W, freq, offs_d, D // 2))
         else:
-            c2 = c
-            s2 = s
-        acc_c = tl.dot(tl.trans(m * c2), vv, acc_c, input_precision=PREC)
-        acc_s = tl.dot(tl.trans(m * s2), vv, acc_s, input_precision=PREC)
-    _store_state(PART, (pid_b * H + pid_h) * n_chunks + pid_c, acc_c, acc_s, z_c, z_s, BD, BDV)
+            vv = tl.where(offs_z[None, :] == DV, 1.0, vv)
+        acc_c = tl.dot(tl.trans(m * c), vv, acc_c, input_precision=PREC)
+        acc_s = tl.dot(tl.trans(m * s), vv, acc_s, input_precision=PREC)
+    if not ROPE:
+        z_c = tl.sum(tl.where(offs_z[None, :] == DV, acc_c, 0.0), axis=1)
+        z_s = tl.sum(tl.where(offs_z[None, :] == DV, acc_s, 0.0), axis=1)
+        acc_c = tl.where(zmask[None, :], acc_c, 0.0)
+        acc_s = tl.where(zmask[None, :], acc_s, 0.0)
+    _store_state(PART, (pid_b * H + pid_h) * n_chunks + pid_c, acc_c, acc_s, z_c, z_s, BD, BDV, BDZ)
 
 
 @triton.jit(do_not_specialize=["n_chunks"])
@@ -311,13 +345,16 @@ def _combine(PART, OUT, n_chunks, scale, STATE: tl.constexpr, BLOCK: tl.constexp
 
 
 @triton.jit
-def _store_state(STATE, slot, s_c, s_s, z_c, z_s, BD: tl.constexpr, BDV: tl.constexpr):
-    """Write one state (or one chunk's partial) at index ``slot``, in the layout :func:`_load_state` reads."""
+def _store_state(STATE, slot, s_c, s_s, z_c, z_s, BD: tl.constexpr, BDV: tl.constexpr, SW: tl.constexpr):
+    """Write one state (or one chunk's partial) at index ``slot``, in the layout :func:`_load_state` reads.
+    s_c, s_s are (BD, SW), SW ≥ BDV: columns from BDV on are not stored."""
     offs_d = tl.arange(0, BD)
-    se = offs_d[:, None] * BDV + tl.arange(0, BDV)[None, :]
+    cols = tl.arange(0, SW)
+    se = offs_d[:, None] * BDV + cols[None, :]
+    keep = (offs_d[:, None] < BD) & (cols[None, :] < BDV)
     st = STATE + slot.to(tl.int64) * (2 * BD * BDV + 2 * BD)
-    tl.store(st + se, s_c)
-    tl.store(st + BD * BDV + se, s_s)
+    tl.store(st + se, s_c, mask=keep)
+    tl.store(st + BD * BDV + se, s_s, mask=keep)
     tl.store(st + 2 * BD * BDV + offs_d, z_c)
     tl.store(st + 2 * BD * BDV + BD + offs_d, z_s)
 
@@ -372,7 +409,7 @@ def _fwd_map(
             s2 = s
         num = tl.dot(m * c2, s_c, input_precision=PREC)
         num = tl.dot(m * s2, s_s, num, input_precision=PREC)
-        o = num / den[:, None]
+        o = num * (1.0 / den)[:, None]  # one division per token, not per element
         tl.store(o_base + rows[:, None] * so_n + offs_e[None, :] * so_d, o.to(O.dtype.element_ty),
                  mask=nmask[:, None] & emask[None, :])
 
@@ -404,8 +441,9 @@ def _bwd_query(
         freq = tl.load(FREQ + offs_d)
     ds_c = tl.zeros((BD, BDV), dtype=tl.float32)
     ds_s = tl.zeros((BD, BDV), dtype=tl.float32)
-    dz_c = tl.zeros((BD,), dtype=tl.float32)
-    dz_s = tl.zeros((BD,), dtype=tl.float32)
+    offs_1 = tl.arange(0, 16)
+    dz_c = tl.zeros((BD, 16), dtype=tl.float32)  # column 0 is dz (see dden_col)
+    dz_s = tl.zeros((BD, 16), dtype=tl.float32)
     start, end = _chunk(pid_c, CHUNK, N)
     x_next = _load_tile(q_base, start, end, sq_n, offs_d, sq_d, dmask, BLOCK_N, OFFS64)
     g_next = _load_tile(g_base, start, end, sg_n, offs_e, sg_d, emask, BLOCK_N, OFFS64)
@@ -435,34 +473,37 @@ def _bwd_query(
             s2 = s
             phi_c2 = phi_c
             phi_s2 = phi_s
-        num = tl.dot(phi_c2, s_c, input_precision=PREC)
-        num = tl.dot(phi_s2, s_s, num, input_precision=PREC)
         rden = 1.0 / den
-        # ---- o = num/den
+        # ---- o = num/den, num = Sᵀφ̃q. ∂L/∂φ̃q = S·dnum, and g·num = den·(φ̃q·S·dnum): dden comes from ∂L/∂φ̃q,
+        # so num (o) is never formed (two products and a (BLOCK_N, BDV) accumulator fewer).
         dnum = g * rden[:, None]                                  # (BLOCK_N, BDV)
-        dden = -tl.sum(g * num, axis=1) * rden * rden             # (BLOCK_N,)
-        ds_c = tl.dot(tl.trans(phi_c2), dnum, ds_c, input_precision=PREC)
-        ds_s = tl.dot(tl.trans(phi_s2), dnum, ds_s, input_precision=PREC)
-        dz_c += tl.sum(dden[:, None] * phi_c, axis=0)
-        dz_s += tl.sum(dden[:, None] * phi_s, axis=0)
-        # ---- ∂L/∂φ̃q = S·dnum, ∂L/∂φq = dden·z
         gc2 = tl.dot(dnum, s_cT, input_precision=PREC)           # (BLOCK_N, BD)
         gs2 = tl.dot(dnum, s_sT, input_precision=PREC)
+        dden = -tl.sum(phi_c2 * gc2 + phi_s2 * gs2, axis=1) * rden  # (BLOCK_N,)
+        ds_c = tl.dot(tl.trans(phi_c2), dnum, ds_c, input_precision=PREC)
+        ds_s = tl.dot(tl.trans(phi_s2), dnum, ds_s, input_precision=PREC)
+        # dz = Σ dden·φq through the tensor cores too (dden in column 0 of an otherwise zero operand): a column
+        # sum over the tile's tokens would cross warps through shared memory on every tile.
+        dden_col = tl.where(offs_1[None, :] == 0, dden[:, None], 0.0)  # (BLOCK_N, 16)
+        dz_c = tl.dot(tl.trans(phi_c), dden_col, dz_c, input_precision=PREC)
+        dz_s = tl.dot(tl.trans(phi_s), dden_col, dz_s, input_precision=PREC)
         gc = dden[:, None] * z_c[None, :]
         gs = dden[:, None] * z_s[None, :]
         dm, dth = _feature_grad_angle(m, c, s, c2, s2, gc, gs, gc2, gs2, ROPE)
         # ---- θ = clamp((π/4)·tanh(α·dir)) and m = |dir|^p → ∂L/∂dir, ∂L/∂p
         dth = tl.where(tl.abs(th_raw) <= 0.7852981633974483, dth, 0.0)
         ddir = dth * (0.7853981633974483 * alpha) * (1.0 - u * u)
-        pos = dirn != 0
-        ddir += tl.where(pos, dm * p[:, None] * m / tl.where(pos, dirn, 1.0), 0.0)
+        pos = tl.abs(dirn) >= 1.1754943508222875e-38  # as in _query_mag: m = 0 below
+        ddir += tl.where(pos, _div(dm * p[:, None] * m, tl.where(pos, dirn, 1.0)), 0.0)
         dp = tl.sum(dm * m * l2, axis=1) * 0.6931471805599453     # m·ln|dir| = m·log2|dir|·ln 2; l2 = 0 at dir = 0
         dnrm = dp * lam * (1.0 - tn * tn)
         # ---- dir = x·r and ‖x‖ = Σx²·r, r = (Σx² + 1e-12)^(-1/2)
         proj = tl.sum(ddir * dirn, axis=1)
         dx = r[:, None] * (ddir - dirn * proj[:, None]) + (dnrm * r * (2.0 - ss * r * r))[:, None] * x
         tl.store(dq_base + rows[:, None] * sdq_n + offs_d[None, :] * sdq_d, dx.to(DQ.dtype.element_ty), mask=mask_d)
-    _store_state(PART, (pid_b * H + pid_h) * n_chunks + pid_c, ds_c, ds_s, dz_c, dz_s, BD, BDV)
+    dz_c = tl.sum(tl.where(offs_1[None, :] == 0, dz_c, 0.0), axis=1)
+    dz_s = tl.sum(tl.where(offs_1[None, :] == 0, dz_s, 0.0), axis=1)
+    _store_state(PART, (pid_b * H + pid_h) * n_chunks + pid_c, ds_c, ds_s, dz_c, dz_s, BD, BDV, BDV)
 
 
 @triton.jit(do_not_specialize=["N", "W", "N_BUCKET"])
@@ -547,6 +588,12 @@ _BWD_CONFIGS = [  # ~30 live (BLOCK_N, BD) float32 tiles in the backward: fewer 
     triton.Config({"BLOCK_N": 64}, num_warps=4, num_stages=2),
     triton.Config({"BLOCK_N": 64}, num_warps=8, num_stages=2),
     triton.Config({"BLOCK_N": 128}, num_warps=8, num_stages=2),
+    triton.Config({"BLOCK_N": 64}, num_warps=4, num_stages=1),
+    triton.Config({"BLOCK_N": 32}, num_warps=2, num_stages=2),
+    # _bwd_query needs ~250 registers a thread (2 blocks of 4 warps an SM): capped, it spills some to L1
+    # but 3 or 4 blocks fit
+    triton.Config({"BLOCK_N": 64}, num_warps=4, num_stages=2, maxnreg=168),
+    triton.Config({"BLOCK_N": 32}, num_warps=4, num_stages=2, maxnreg=128),
 ]
 _MAX_BLOCK_N = 256  # chunks are multiples of this, so every config tiles a chunk exactly
 _TUNE_KEY = ["N_BUCKET", "D", "DV", "ROPE"]
@@ -715,7 +762,8 @@ def nala_forward(q: Tensor, k: Tensor, v: Tensor, lam: float, tau: float, alpha:
         _launch(_fwd_reduce_tuned, _fwd_reduce, (h, n_chunks, b),
                 k, v, freq, part, n, max(rope_w, 1), h, chunk, n_chunks, bucket,
                 *k.stride(), *v.stride(), float(alpha), float(lam),
-                D=d, DV=dv, BD=bd, BDV=bdv, LAM_INT=_lam_int(lam), ROPE=rope, PREC=prec, OFFS64=_offs64(n, k, v))
+                D=d, DV=dv, BD=bd, BDV=bdv, BDZ=bdv if rope or dv < bdv else 2 * bdv, LAM_INT=_lam_int(lam),
+                ROPE=rope, PREC=prec, OFFS64=_offs64(n, k, v))
         _combine_launch(part, state, b * h, n_chunks, 1.0 / n, state_n)
         _launch(_fwd_map_tuned, _fwd_map, (h, n_chunks, b),
                 q, state, freq, o, n, max(rope_w, 1), h, chunk, bucket,

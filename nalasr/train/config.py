@@ -18,6 +18,9 @@ class TrainConfig:
     """Every hyperparameter of a run. Saved as ``config.toml`` in the run folder."""
 
     scales: list[int] = field(default_factory=lambda: [4])  # several: one shared trunk, one upsampler each
+    # Steps given to each scale per cycle (empty: one each), e.g. [1, 1, 2] with scales [2, 3, 4] trains x4 on
+    # every other step: the shared trunk then leans toward the scale whose quality matters most.
+    scale_weights: list[int] = field(default_factory=list)
     data: list[str] = field(default_factory=list)  # folders of HR images (any layout, DIV2K's included)
     out: str = "runs/nalasr"
     variant: str = DEFAULT_VARIANT
@@ -61,6 +64,9 @@ class TrainConfig:
         bad = [s for s in self.scales if s not in SCALES]
         if not self.scales or bad:
             raise InputError(f"scales must be among {SCALES}, got {self.scales}")
+        if self.scale_weights and (len(self.scale_weights) != len(self.scales) or min(self.scale_weights) < 1):
+            raise InputError(f"scale_weights must give a whole number ≥ 1 for each of the scales {self.scales}, "
+                             f"got {self.scale_weights}")
         if self.batch < 1 or self.patch < 4 or self.steps < 1:
             raise InputError("batch must be ≥ 1, patch ≥ 4 and steps ≥ 1")
         if self.schedule not in ("cosine", "multistep"):
@@ -80,6 +86,14 @@ class TrainConfig:
         if self.max_minutes < 0 or len(self.betas) != 2:
             raise InputError("max_minutes must be ≥ 0 and betas two numbers")
         self.model_config()
+
+    def scale_cycle(self) -> list[int]:
+        """The scales in the order the steps take them, repeating: scale at step t is cycle[t % len(cycle)]."""
+        weights = self.scale_weights or [1] * len(self.scales)
+        cycle: list[int] = []
+        for turn in range(max(weights)):  # interleaved (2, 3, 4, 4), not blocked, so no scale waits long
+            cycle += [s for s, w in zip(self.scales, weights) if turn < w]
+        return cycle
 
     def model_config(self) -> NaLaSRConfig:
         """The network's config at the first scale (variant + model_overrides), or InputError."""

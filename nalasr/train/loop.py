@@ -237,8 +237,9 @@ class Trainer:
         last_ckpt = first_step = self.step
         rate, t_fit = 0.0, t_start
         paused_fit = 0.0
+        cycle = cfg.scale_cycle()
         while self.step < cfg.steps:
-            scale = cfg.scales[self.step % len(cfg.scales)]
+            scale = cycle[self.step % len(cycle)]
             batch = self.sampler.sample(cfg.batch, scale)
             for group in self.opt.param_groups:
                 group["lr"] = lr_at(self.step, cfg)
