@@ -10,6 +10,8 @@ C-wide GEMMs, folds γ into proj / fc2 (`_scaled_linear`) and runs norm(o + LePE
 (`nalasr.ops.gated_norm`). Variants, all the same function of the weights:
 
 - ``shipped``: the model as it is;
+- ``+dwconv``: NALASR_FUSED_DWCONV=1, the depthwise convs fused with their epilogues (nalasr_kernels.dwconv):
+  x + CPE(x) with norm1 in one pass, and the FFN's conv with GELU;
 - ``gate off``: NALASR_FUSED_GATE=0, the PyTorch ops for the gate;
 - ``one qkvg GEMM``: q, k, v, g as strided views of one 4C-wide GEMM (the layout before), gate off.
 
@@ -47,11 +49,13 @@ def mixer_one_gemm(self, x, out_scale):
     return M._scaled_linear(M._mul(self.norm(o), F.silu(g, inplace=True)), self.proj, out_scale)
 
 
-VARIANTS = {  # name: (mixer forward or None for the shipped one, NALASR_FUSED_GATE)
-    "shipped": (None, "1"),
-    "gate off": (None, "0"),
-    "one qkvg GEMM": (mixer_one_gemm, "0"),
+VARIANTS = {  # name: (mixer forward or None for the shipped one, environment)
+    "shipped": (None, {}),
+    "+dwconv": (None, {"NALASR_FUSED_DWCONV": "1"}),
+    "gate off": (None, {"NALASR_FUSED_GATE": "0"}),
+    "one qkvg GEMM": (mixer_one_gemm, {"NALASR_FUSED_GATE": "0"}),
 }
+FLAGS = ("NALASR_FUSED_GATE", "NALASR_FUSED_DWCONV")
 
 
 def main() -> int:
@@ -66,8 +70,10 @@ def main() -> int:
         torch.manual_seed(0)
         x = torch.rand(1, 3, h, w, device="cuda", dtype=torch.half).contiguous(memory_format=torch.channels_last)
         ref = None
-        for name, (mixer_fwd, gate) in VARIANTS.items():
-            os.environ["NALASR_FUSED_GATE"] = gate
+        for name, (mixer_fwd, env) in VARIANTS.items():
+            for flag in FLAGS:
+                os.environ.pop(flag, None)
+            os.environ.update(env)
             M.NalaMixer.forward = mixer_fwd or orig_mixer
             torch.manual_seed(0)
             model = create_model("default", 4)
@@ -89,7 +95,8 @@ def main() -> int:
             rows.append(row)
             print(json.dumps(row), flush=True)
     M.NalaMixer.forward = orig_mixer
-    os.environ.pop("NALASR_FUSED_GATE")
+    for flag in FLAGS:
+        os.environ.pop(flag, None)
     if a.json:
         Path(a.json).write_text(json.dumps(rows, indent=1))
     return 0

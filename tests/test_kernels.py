@@ -78,6 +78,10 @@ def _cases() -> dict[str, dict]:
         "fp16-large-values": dict(dtype="float16", scale=30.0, N=64, layout="qkvg"),
         "bf16-alpha20-rope": dict(dtype="bfloat16", params=dict(lam=3.0, tau=0.5, alpha=20.0, eps=1e-6),
                                   N=48, rope=(6, 8), layout="qkvg"),
+        # Query elements whose direction is subnormal in float32: the GPU's approximate log2 / division may
+        # flush them; the kernels count them as 0 (m = |dir|^p underflows to 0 there anyway).
+        "fp32-subnormal-q": dict(N=37, tiny_q=True),
+        "bf16-subnormal-q": dict(dtype="bfloat16", N=37, tiny_q=True, layout="qkvg"),
     }
     for name, s in extra.items():
         out[name] = {**base, **s}
@@ -115,6 +119,9 @@ def _make(case: dict, device: str, seed: int):
         views = lambda *x: tuple(x)  # noqa: E731
     if case["zero_q"]:
         views(*leaves)[0][0, 0] = 0  # every head of one query is the zero vector: dir = 0, m = 0, no NaN allowed
+    if case.get("tiny_q"):
+        with torch.no_grad():
+            views(*leaves)[0][:, 1:5, :, :3] = 1e-39  # float32/bfloat16 subnormals, next to normal elements
     for t in leaves:
         t.requires_grad_()
     q, k, v = views(*leaves)

@@ -66,7 +66,9 @@ def render(rows: list[tuple[int, dict]], variant: str, log: Path | None) -> str:
         "",
         f"- Training data: {TRAINING_DATA}",
         f"- Iterations: {card0['iterations']} steps, one trunk trained jointly for x{card0.get('scales_trained_jointly')}"
-        f" (each step one scale in turn, so each upsampler saw a third of them); batch {card0['batch']},"
+        " (each step one scale, taking turns"
+        + (f"; the last cycle {card0['scale_cycle']}" if "scale_cycle" in card0 else "")
+        + f"; see the schedule); batch {card0['batch']},"
         f" LR patch {card0['patch']}, AdamW, EMA {card0['ema']}, bf16 autocast, one H200.",
         f"- Schedule: {card0.get('training_schedule') or 'warm-up, then cosine from lr ' + str(card0['lr'])}",
         f"- Command: `{card0.get('training_command', '')}`",

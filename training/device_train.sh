@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # A time-boxed training run on the device machine that resumes the committed run.
-#   MIN=7.5 STEPS=20000 bash training/device_train.sh
-# By default a warm restart (--restart --lr $LR) whose cosine is fitted to MIN minutes. One cosine over two
-# back-to-back calls: FIT=0 STEPS=<end step> for the first (RESTART=1), RESTART=0 FIT=1 for the second (it
-# continues the same schedule and re-fits its end to the minutes left).
+#   MIN=8.4 LR=2e-4 bash training/device_train.sh
+# By default a warm restart (--restart --lr $LR) whose cosine is fitted to MIN minutes (STEPS only bounds it).
+# One cosine over two back-to-back calls: FIT=0 STEPS=<end step> for the first (RESTART=1), then RESTART=0
+# FIT=1 for the second (it continues the same schedule and re-fits its end to the minutes left).
 # Needs the training images under .carry/data/train and Set5 under .carry/data/Set5 (carried; see README.md
 # here for how to fit them under the 64 MiB a call may carry). Writes the new checkpoint, the log, the
 # config and the exported weights to $OUT.
@@ -22,7 +22,7 @@ OVERRIDE=""
 [ -f .carry/train_override.toml ] && OVERRIDE="--config .carry/train_override.toml" && cat .carry/train_override.toml
 nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv,noheader
 python3 -m nalasr train --out $RUN --resume $OVERRIDE --data .carry/data/train --data-root .carry/data \
-  --steps ${STEPS:-20000} --max-minutes ${MIN:-7.5} $([ "${FIT:-1}" = 1 ] && echo --fit-schedule) \
+  --steps ${STEPS:-1000000} --max-minutes ${MIN:-7.5} $([ "${FIT:-1}" = 1 ] && echo --fit-schedule || echo --no-fit-schedule) \
   $([ "${RESTART:-1}" = 1 ] && echo --restart --lr ${LR:-2e-4}) --device cuda \
   ${EXTRA:-} 2>&1 \
   | tee $OUT/train_stdout.txt | grep -v "^train " | tail -30

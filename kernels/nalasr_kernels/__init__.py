@@ -9,6 +9,8 @@ this package costs nothing when Triton is missing.
         Same signature and math as ``nalasr.ops.nala.nala_attention_reference``; differentiable in q, k, v.
     layer_norm_triton(x, normalized_shape, weight, bias, eps) -> y
         LayerNorm over the last axis (C ≤ 256); the signature and math of ``torch.nn.functional.layer_norm``.
+    dwconv_gelu_triton(x, weight, bias) -> y;  dwconv_residual_norm_triton(x, weight, bias, ln_w, ln_b, eps) -> (s, n)
+        Depthwise conv on (B, H, W, C) maps fused with its epilogue, inference only (:mod:`nalasr_kernels.dwconv`).
 """
 
 from __future__ import annotations
@@ -16,7 +18,8 @@ from __future__ import annotations
 import importlib.util
 from typing import Any
 
-__all__ = ["HAS_TRITON", "gated_norm_triton", "layer_norm_triton", "nala_attention_triton"]
+__all__ = ["HAS_TRITON", "dwconv_gelu_triton", "dwconv_residual_norm_triton", "gated_norm_triton", "layer_norm_triton",
+           "nala_attention_triton"]
 
 
 def _probe_triton() -> bool:
@@ -56,6 +59,16 @@ def layer_norm_triton(x, normalized_shape, weight, bias, eps: float = 1e-5):
 def gated_norm_triton(o, lepe, g, weight, bias, eps: float = 1e-5):
     """Fused LayerNorm(o + lepe)·SiLU(g), inference; see :func:`nalasr_kernels.layernorm.gated_norm_triton`."""
     return _impl(".layernorm", "gated_norm_triton")(o, lepe, g, weight, bias, eps)
+
+
+def dwconv_gelu_triton(x, weight, bias):
+    """GELU(depthwise conv + bias), inference; see :func:`nalasr_kernels.dwconv.dwconv_gelu_triton`."""
+    return _impl(".dwconv", "dwconv_gelu_triton")(x, weight, bias)
+
+
+def dwconv_residual_norm_triton(x, weight, bias, ln_weight, ln_bias, eps: float = 1e-5):
+    """(x + depthwise conv + bias, its LayerNorm), inference; see :mod:`nalasr_kernels.dwconv`."""
+    return _impl(".dwconv", "dwconv_residual_norm_triton")(x, weight, bias, ln_weight, ln_bias, eps)
 
 
 def __getattr__(name: str) -> Any:  # NalaAttentionFunction without importing Triton up front

@@ -15,7 +15,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ..ops import BACKENDS, Backend, NalaParams, fused_gate_wanted, gated_norm, layer_norm, nala_attention
+from ..ops import (BACKENDS, Backend, NalaParams, dwconv_gelu, dwconv_residual_norm, fused_dwconv_wanted,
+                   fused_gate_wanted, gated_norm, layer_norm, nala_attention)
 
 SCALES = (2, 3, 4)
 
@@ -170,7 +171,10 @@ class ConvFFN(nn.Module):
 
     def forward(self, x: Tensor, out_scale: Tensor) -> Tensor:
         """x: (B, H, W, C) → out_scale·FFN(x); out_scale (C,) is the block's layer scale."""
-        h = _dwconv(self.fc1(x), self.dw)
+        h = self.fc1(x)
+        if fused_dwconv_wanted(h):  # conv, bias and GELU in one pass
+            return _scaled_linear(dwconv_gelu(h, self.dw.weight, self.dw.bias), self.fc2, out_scale)
+        h = _dwconv(h, self.dw)
         return _scaled_linear(torch.ops.aten.gelu_(h) if _reusable(h) else F.gelu(h), self.fc2, out_scale)
 
 
@@ -188,8 +192,13 @@ class NalaBlock(nn.Module):
         self.gamma2 = nn.Parameter(torch.full((cfg.dim,), cfg.layerscale))
 
     def forward(self, x: Tensor) -> Tensor:
-        x = _add(_dwconv(x, self.cpe), x)  # x + CPE(x): a new tensor, the caller's x is left alone
-        x = _add(x, self.mixer(self.norm1(x), self.gamma1))
+        if fused_dwconv_wanted(x):  # x + CPE(x) and its LayerNorm in one pass
+            x, h = dwconv_residual_norm(x, self.cpe.weight, self.cpe.bias, self.norm1.weight, self.norm1.bias,
+                                        self.norm1.eps)
+        else:
+            x = _add(_dwconv(x, self.cpe), x)  # x + CPE(x): a new tensor, the caller's x is left alone
+            h = self.norm1(x)
+        x = _add(x, self.mixer(h, self.gamma1))
         return _add(x, self.ffn(self.norm2(x), self.gamma2))
 
 

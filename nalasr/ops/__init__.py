@@ -15,7 +15,8 @@ from .nala import NalaParams, nala_attention_reference, nala_features, rope_angl
 Backend = Literal["auto", "triton", "reference"]
 BACKENDS: tuple[str, ...] = ("auto", "triton", "reference")
 
-__all__ = ["BACKENDS", "Backend", "NalaParams", "fused_gate_wanted", "gated_norm", "layer_norm", "nala_attention", "nala_attention_reference", "nala_features",
+__all__ = ["BACKENDS", "Backend", "NalaParams", "dwconv_gelu", "dwconv_residual_norm", "fused_dwconv_wanted",
+           "fused_gate_wanted", "gated_norm", "layer_norm", "nala_attention", "nala_attention_reference", "nala_features",
            "rope_angles", "triton_available"]
 
 
@@ -100,3 +101,34 @@ def gated_norm(o: Tensor, lepe: Tensor, g: Tensor, weight: Tensor, bias: Tensor,
 
         return gated_norm_triton(o, lepe, g, weight, bias, eps)
     return F.layer_norm(o + lepe, (o.shape[-1],), weight, bias, eps) * F.silu(g)
+
+
+def fused_dwconv_wanted(x: Tensor) -> bool:
+    """Should :func:`dwconv_gelu` / :func:`dwconv_residual_norm` on tensors like x run the fused kernels? On
+    CUDA without autograd, opt-in with ``NALASR_FUSED_DWCONV=1`` until benchmarks/fusion_gpu.py has measured
+    them on the GPU (each saves one or two passes over the map; parity: tests/test_dwconv_kernel.py)."""
+    return (x.is_cuda and not torch.is_grad_enabled() and x.shape[-1] <= 256
+            and os.environ.get("NALASR_FUSED_DWCONV") == "1" and triton_available())
+
+
+def dwconv_gelu(x: Tensor, weight: Tensor, bias: Tensor) -> Tensor:
+    """GELU(depthwise conv(x) + bias) on a (B, H, W, C) map; weight (C, 1, K, K), zero padding K // 2."""
+    if fused_dwconv_wanted(x):
+        from nalasr_kernels import dwconv_gelu_triton
+
+        return dwconv_gelu_triton(x, weight, bias)
+    k = weight.shape[-1]
+    y = F.conv2d(x.permute(0, 3, 1, 2), weight, bias, padding=k // 2, groups=x.shape[-1])
+    return F.gelu(y.permute(0, 2, 3, 1))
+
+
+def dwconv_residual_norm(x: Tensor, weight: Tensor, bias: Tensor, ln_weight: Tensor, ln_bias: Tensor,
+                         eps: float) -> tuple[Tensor, Tensor]:
+    """(s, LayerNorm(s)) with s = x + depthwise conv(x) + bias, on a (B, H, W, C) map (the block's CPE)."""
+    if fused_dwconv_wanted(x):
+        from nalasr_kernels import dwconv_residual_norm_triton
+
+        return dwconv_residual_norm_triton(x, weight, bias, ln_weight, ln_bias, eps)
+    k = weight.shape[-1]
+    s = x + F.conv2d(x.permute(0, 3, 1, 2), weight, bias, padding=k // 2, groups=x.shape[-1]).permute(0, 2, 3, 1)
+    return s, layer_norm(s, ln_weight, ln_bias, eps)

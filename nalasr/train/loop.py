@@ -372,7 +372,8 @@ class Trainer:
             model = src.export(s)
             card = {
                 "variant": self.cfg.variant, "scale": s, "iterations": self.step,
-                "scales_trained_jointly": self.cfg.scales, "batch": self.cfg.batch, "patch": self.cfg.patch,
+                "scales_trained_jointly": self.cfg.scales, "scale_cycle": self.cfg.scale_cycle(),
+                "batch": self.cfg.batch, "patch": self.cfg.patch,
                 "training_data": [Path(d).name for d in self.cfg.data], "training_images": self.n_images,
                 "ema": self.cfg.ema, "lr": self.cfg.lr, "schedule_steps": self.cfg.steps,
                 "validation": [{"step": h["step"], "psnr": h.get(f"psnr_x{s}"), "ssim": h.get(f"ssim_x{s}")}

@@ -1,0 +1,188 @@
+"""Fused depthwise convolution on token-major (B, H, W, C) maps with its epilogue, inference only (no autograd).
+
+Why: at 540×960 LR on the H200 the forward ran a cuDNN depthwise conv and then a separate GELU pass, and a
+depthwise conv (the CPE), a residual add and a LayerNorm as three more passes, each a full read and write of
+a 66–132 MB tensor. Here one program computes BLOCK_W pixels of one image row × all C channels: it sums the
+K·K shifted tiles in fp32 (the shifted reads overlap, so most should hit in L1/L2 and DRAM see x about once; not
+yet measured on a GPU), then applies the epilogue in registers and writes the result once. C is a compile-time
+constant (one compile per layer width): the channel mask folds away and loads vectorise for any C divisible by 8.
+
+    dwconv_gelu_triton(x, weight, bias) -> y                        y = GELU(dwconv(x) + bias)
+    dwconv_residual_norm_triton(x, weight, bias, ln_w, ln_b, eps) -> (s, n)
+                                                                    s = x + dwconv(x) + bias, n = LayerNorm(s)
+
+Each has a PyTorch reference beside it with the same signature (``*_reference``): everything in fp32, one
+rounding to x's dtype at the end; the kernels compute the same thing. The depthwise conv is that of
+``nn.Conv2d(C, C, K, padding=K // 2, groups=C)``: weight (C, 1, K, K), K odd, zero padding, stride 1.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+import triton
+import triton.language as tl
+from torch import Tensor
+
+from .layernorm import _normalize
+
+__all__ = ["dwconv_gelu_reference", "dwconv_gelu_triton", "dwconv_residual_norm_reference",
+           "dwconv_residual_norm_triton"]
+
+# Test hook: fill every output buffer with this value before launching (NaN in the tests, so an element the
+# kernel fails to write cannot pass).
+_OUT_FILL: float | None = None
+
+_MAX_NORM_C = 256  # the LayerNorm needs a whole row of channels in one program's registers
+
+
+@triton.jit
+def _dw_tile(X, WT, row, H, W, C: tl.constexpr, KS: tl.constexpr, BLOCK_W: tl.constexpr, BC: tl.constexpr):
+    """Depthwise conv without bias of pixels [pid(1)·BLOCK_W, +BLOCK_W) of flat image row ``row`` (= b·H + y).
+
+    X: (B·H, W, C) row-major; WT: (K·K, C) fp32 taps. Returns the fp32 (BLOCK_W, BC) sums (0 in padded
+    channels), the output element offsets (int64), the 2-D store mask, the channel indices and their mask.
+    """
+    y = row % H
+    ws = tl.program_id(1) * BLOCK_W + tl.arange(0, BLOCK_W)
+    cols = tl.arange(0, BC)
+    cmask = cols < C
+    acc = tl.zeros((BLOCK_W, BC), dtype=tl.float32)
+    for dy in range(KS):  # a runtime loop: unrolled, all K·K tile loads were in flight at once and spilled
+        yy = y + (dy - KS // 2)
+        # rows outside the image read nothing: an empty column range (a scalar bool & a vector mask would be
+        # simpler, but the interpreter turns that mask into int32 and rejects it)
+        w_end = tl.where((yy >= 0) & (yy < H), W, 0)
+        # int64 before multiplying: B·H·W·C passes 2^31 at full HD; offsets within one row stay int32
+        base = X + (row + (dy - KS // 2)).to(tl.int64) * W * C
+        for dx in tl.static_range(KS):
+            wx = ws + (dx - KS // 2)
+            m = ((wx >= 0) & (wx < w_end))[:, None] & cmask[None, :]
+            v = tl.load(base + wx[:, None] * C + cols[None, :], mask=m, other=0.0).to(tl.float32)
+            tap = tl.load(WT + (dy * KS + dx) * C + cols, mask=cmask, other=0.0)
+            acc += v * tap[None, :]
+    offs = row.to(tl.int64) * W * C + ws[:, None] * C + cols[None, :]
+    return acc, offs, (ws < W)[:, None] & cmask[None, :], cols, cmask
+
+
+@triton.jit
+def _dwconv_gelu_fwd(X, WT, BIAS, Y, H, W,
+                     C: tl.constexpr, KS: tl.constexpr, BLOCK_W: tl.constexpr, BC: tl.constexpr):
+    """Y = GELU(dwconv(X) + BIAS) (exact erf GELU) for one program's (BLOCK_W, C) tile; X, Y (B·H, W, C)."""
+    acc, offs, mask, cols, cmask = _dw_tile(X, WT, tl.program_id(0), H, W, C, KS, BLOCK_W, BC)
+    acc += tl.load(BIAS + cols, mask=cmask, other=0.0).to(tl.float32)[None, :]
+    y = 0.5 * acc * (1.0 + tl.math.erf(acc * 0.7071067811865476))
+    tl.store(Y + offs, y.to(Y.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def _dwconv_residual_norm_fwd(X, WT, BIAS, LNW, LNB, S, N, H, W, eps,
+                              C: tl.constexpr, KS: tl.constexpr, BLOCK_W: tl.constexpr, BC: tl.constexpr):
+    """S = X + dwconv(X) + BIAS and N = LayerNorm_C(S) for one program's tile; the residual is folded into WT's
+    centre tap by the host. N is normalised from the fp32 S, before S is rounded to its storage dtype."""
+    s, offs, mask, cols, cmask = _dw_tile(X, WT, tl.program_id(0), H, W, C, KS, BLOCK_W, BC)
+    s += tl.load(BIAS + cols, mask=cmask, other=0.0).to(tl.float32)[None, :]
+    tl.store(S + offs, s.to(S.dtype.element_ty), mask=mask)
+    n, _, _ = _normalize(s, mask, cols, cmask, LNW, LNB, C, eps)
+    tl.store(N + offs, n.to(N.dtype.element_ty), mask=mask)
+
+
+def _empty(shape: torch.Size, dtype: torch.dtype, device: torch.device) -> Tensor:
+    t = torch.empty(shape, dtype=dtype, device=device)
+    if _OUT_FILL is not None:
+        t.fill_(_OUT_FILL)
+    return t
+
+
+def _check(x: Tensor, weight: Tensor, bias: Tensor, *per_channel: Tensor) -> tuple[Tensor, int, int]:
+    """Validated (contiguous x, C, K); ValueError with a one-line message otherwise."""
+    if x.dim() != 4:
+        raise ValueError(f"x must be (B, H, W, C), got shape {tuple(x.shape)}")
+    if x.dtype not in (torch.float16, torch.bfloat16, torch.float32):
+        raise ValueError(f"x must be float16, bfloat16 or float32, got {x.dtype}")
+    c, k = x.shape[-1], weight.shape[-1]
+    if weight.shape != (c, 1, k, k) or k % 2 == 0 or not 1 <= k <= 7:
+        raise ValueError(f"weight must be (C, 1, K, K) with C = {c} and K odd in 1..7, got {tuple(weight.shape)}")
+    for t in (bias, *per_channel):
+        if t.shape != (c,):
+            raise ValueError(f"bias and norm parameters must be (C,) = ({c},), got {tuple(t.shape)}")
+    if any(t.device != x.device for t in (weight, bias, *per_channel)):
+        raise ValueError(f"all tensors must be on x's device {x.device}")
+    return x.contiguous(), c, k
+
+
+def _taps(weight: Tensor, c: int, k: int) -> Tensor:
+    """(C, 1, K, K) weight → (K·K, C) fp32 copy: one tap's C weights are contiguous, so each tap is one load."""
+    # copy=True: the caller adds to it, and for K = 1 the transposed view would still alias the weight
+    return weight.detach().reshape(c, k * k).t().to(torch.float32, copy=True).contiguous()
+
+
+def _block_w(c_pow2: int, w: int) -> int:
+    # about 2K fp32 accumulators a program (16 a thread at 4 warps). With one row of K shifted tiles in flight this
+    # compiles for sm_90 to 54–114 registers and no spills for K ≤ 7, C ≤ 256 (4K took 100–255 and spilled)
+    return min(max(1, 2048 // c_pow2), triton.next_power_of_2(w))
+
+
+def _grid(x: Tensor, block_w: int) -> tuple[int, int]:
+    b, h, w, _ = x.shape
+    return (b * h, triton.cdiv(w, block_w))
+
+
+def dwconv_gelu_triton(x: Tensor, weight: Tensor, bias: Tensor) -> Tensor:
+    """GELU(depthwise_conv(x) + bias), fused: x (B, H, W, C) fp16/bf16/fp32 → y (B, H, W, C) contiguous, x's dtype.
+
+    weight (C, 1, K, K), K odd in 1..7, zero padding K // 2, stride 1; bias (C,). Exact (erf) GELU. Accumulates in
+    fp32, one rounding at the end, like :func:`dwconv_gelu_reference`. No autograd.
+    """
+    x, c, k = _check(x, weight, bias)
+    bc = triton.next_power_of_2(c)
+    block_w = _block_w(bc, x.shape[2])
+    y = _empty(x.shape, x.dtype, x.device)
+    if x.numel():
+        _dwconv_gelu_fwd[_grid(x, block_w)](x, _taps(weight, c, k), bias.contiguous(), y, x.shape[1], x.shape[2],
+                                            C=c, KS=k, BLOCK_W=block_w, BC=bc, num_warps=4)
+    return y
+
+
+def dwconv_gelu_reference(x: Tensor, weight: Tensor, bias: Tensor) -> Tensor:
+    """Reference for :func:`dwconv_gelu_triton` (same signature): F.conv2d + F.gelu in fp32, rounded once."""
+    k = weight.shape[-1]
+    y = F.gelu(F.conv2d(x.permute(0, 3, 1, 2).float(), weight.float(), bias.float(), padding=k // 2,
+                        groups=x.shape[-1]))
+    return y.permute(0, 2, 3, 1).to(x.dtype).contiguous()
+
+
+def dwconv_residual_norm_triton(x: Tensor, weight: Tensor, bias: Tensor, ln_weight: Tensor, ln_bias: Tensor,
+                                eps: float = 1e-5) -> tuple[Tensor, Tensor]:
+    """s = x + depthwise_conv(x) + bias and n = LayerNorm over C of s, fused; x (B, H, W, C) with C ≤ 256.
+
+    weight (C, 1, K, K), K odd in 1..7, zero padding; bias, ln_weight, ln_bias (C,). Returns (s, n), both
+    (B, H, W, C) contiguous in x's dtype. n is computed from s in fp32, *before* s is rounded to x's dtype (as
+    :func:`dwconv_residual_norm_reference` does), so n can differ by one rounding from LayerNorm(s) of the
+    returned s in fp16/bf16. Statistics in fp32, biased variance, like F.layer_norm. No autograd.
+    """
+    x, c, k = _check(x, weight, bias, ln_weight, ln_bias)
+    if c > _MAX_NORM_C:
+        raise ValueError(f"C up to {_MAX_NORM_C} is supported (a whole row per program), got {c}")
+    taps = _taps(weight, c, k)
+    taps[k * k // 2] += 1.0  # x + conv(x) is the conv with 1 added to the centre tap: the residual costs nothing
+    bc = triton.next_power_of_2(c)
+    block_w = _block_w(bc, x.shape[2])
+    s = _empty(x.shape, x.dtype, x.device)
+    n = _empty(x.shape, x.dtype, x.device)
+    if x.numel():
+        _dwconv_residual_norm_fwd[_grid(x, block_w)](x, taps, bias.contiguous(), ln_weight.contiguous(),
+                                                     ln_bias.contiguous(), s, n, x.shape[1], x.shape[2], eps,
+                                                     C=c, KS=k, BLOCK_W=block_w, BC=bc, num_warps=4)
+    return s, n
+
+
+def dwconv_residual_norm_reference(x: Tensor, weight: Tensor, bias: Tensor, ln_weight: Tensor, ln_bias: Tensor,
+                                   eps: float = 1e-5) -> tuple[Tensor, Tensor]:
+    """Reference for :func:`dwconv_residual_norm_triton` (same signature): all in fp32, n from the fp32 s."""
+    k, c = weight.shape[-1], x.shape[-1]
+    x32 = x.float()
+    conv = F.conv2d(x32.permute(0, 3, 1, 2), weight.float(), bias.float(), padding=k // 2, groups=c)
+    s32 = x32 + conv.permute(0, 2, 3, 1)
+    n = F.layer_norm(s32, (c,), ln_weight.float(), ln_bias.float(), eps)
+    return s32.to(x.dtype).contiguous(), n.to(x.dtype).contiguous()
