@@ -37,6 +37,11 @@ NORM_CASES = [(1, 1, 1, 8, 3, "float32", False), (2, 5, 9, 24, 3, "float32", Fal
               (1, 5, 33, 24, 3, "bfloat16", True), (1, 5, 9, 64, 5, "bfloat16", False),
               (1, 2, 17, 256, 3, "bfloat16", False), (1, 5, 9, 24, 1, "float32", False)]
 
+GATED_CASES = [(1, 1, 1, 8, 5, "float32", False), (2, 5, 9, 24, 5, "float32", False),
+               (1, 7, 33, 64, 5, "float32", True), (1, 3, 33, 200, 3, "float32", False),
+               (1, 5, 9, 24, 5, "float16", False), (2, 7, 33, 64, 5, "float16", False),
+               (1, 5, 33, 24, 3, "bfloat16", True), (1, 5, 9, 64, 5, "bfloat16", False)]
+
 
 def _rel(a: torch.Tensor, b: torch.Tensor) -> float:
     a, b = a.double().cpu(), b.double().cpu()
@@ -80,9 +85,17 @@ def run_cases(device: str = "cpu") -> dict[str, list[dict]]:
             ok = all(t.dtype == x.dtype and t.shape == x.shape and t.is_contiguous() for t in (s, n))
             norm.append({"case": case, "s": _rel(s, s_ref), "n": _rel(n, n_ref),
                          "ok": ok and torch.equal(weight, w0)})  # the residual fold must not touch the weight
+        gated = []
+        for case in GATED_CASES:
+            v, weight, bias, ln_w, ln_b = _inputs(case, device)
+            o, g = (torch.randn(v.shape, generator=torch.Generator().manual_seed(i)).to(v) for i in (1, 2))
+            y = D.dwconv_gated_norm_triton(v, weight, bias, o, g, ln_w, ln_b, 1e-5)
+            ref = D.dwconv_gated_norm_reference(*(t.cpu() for t in (v, weight, bias, o, g, ln_w, ln_b)), 1e-5)
+            gated.append({"case": case, "y": _rel(y, ref), "ok": y.dtype == v.dtype and y.shape == v.shape
+                          and y.is_contiguous()})
     finally:
         D._OUT_FILL = saved
-    return {"gelu": gelu, "norm": norm}
+    return {"gelu": gelu, "norm": norm, "gated": gated}
 
 
 def _worker(out: str) -> None:
@@ -117,6 +130,13 @@ def test_dwconv_residual_norm_matches_reference(results, i):
     assert r["s"] < tol and r["n"] < tol, r
 
 
+@pytest.mark.parametrize("i", range(len(GATED_CASES)))
+def test_dwconv_gated_norm_matches_reference(results, i):
+    r = results["gated"][i]
+    assert r["ok"], r
+    assert r["y"] < TOL[r["case"][5]], r
+
+
 def test_references_are_the_module_compositions():
     """The references are what the model computes with nn.Conv2d, nn.GELU and nn.LayerNorm (NCHW conv)."""
     from nalasr_kernels.dwconv import dwconv_gelu_reference, dwconv_residual_norm_reference
@@ -129,6 +149,12 @@ def test_references_are_the_module_compositions():
         s, n = dwconv_residual_norm_reference(x, conv.weight, conv.bias, norm.weight, norm.bias, norm.eps)
         torch.testing.assert_close(s, x + c)
         torch.testing.assert_close(n, norm(x + c))
+        from nalasr_kernels.dwconv import dwconv_gated_norm_reference
+
+        o, g = torch.randn(2, 2, 5, 7, 24).unbind(0)
+        torch.testing.assert_close(dwconv_gated_norm_reference(x, conv.weight, conv.bias, o, g, norm.weight,
+                                                               norm.bias, norm.eps),
+                                   norm(o + c) * torch.nn.functional.silu(g))
 
 
 @pytest.mark.parametrize("what, match", [
@@ -170,7 +196,7 @@ if __name__ == "__main__":
 def test_ops_fall_back_to_the_model_composition_off_cuda():
     """nalasr.ops.dwconv_gelu / dwconv_residual_norm on CPU are the block's unfused ops, whatever the opt-in."""
     from nalasr.model.nalasr import LayerNorm, _dwconv
-    from nalasr.ops import dwconv_gelu, dwconv_residual_norm
+    from nalasr.ops import dwconv_gated_norm, dwconv_gelu, dwconv_residual_norm
 
     torch.manual_seed(0)
     x = torch.randn(2, 5, 7, 24)
@@ -185,3 +211,10 @@ def test_ops_fall_back_to_the_model_composition_off_cuda():
         del os.environ["NALASR_FUSED_DWCONV"]
     torch.testing.assert_close(s, x + _dwconv(x, conv), rtol=0, atol=0)
     torch.testing.assert_close(n, norm(s), rtol=0, atol=0)
+    o, g = torch.randn(2, x.shape[0], 5, 7, 24).unbind(0)
+    os.environ["NALASR_FUSED_DWCONV"] = "1"
+    try:
+        y = dwconv_gated_norm(x, conv.weight, conv.bias, o, g, norm.weight, norm.bias, norm.eps)
+    finally:
+        del os.environ["NALASR_FUSED_DWCONV"]
+    torch.testing.assert_close(y, norm(o + _dwconv(x, conv)) * F.silu(g), rtol=0, atol=0)

@@ -10,6 +10,7 @@ this package costs nothing when Triton is missing.
     layer_norm_triton(x, normalized_shape, weight, bias, eps) -> y
         LayerNorm over the last axis (C ≤ 256); the signature and math of ``torch.nn.functional.layer_norm``.
     dwconv_gelu_triton(x, weight, bias) -> y;  dwconv_residual_norm_triton(x, weight, bias, ln_w, ln_b, eps) -> (s, n)
+    dwconv_gated_norm_triton(v, weight, bias, o, g, ln_w, ln_b, eps) -> y
         Depthwise conv on (B, H, W, C) maps fused with its epilogue, inference only (:mod:`nalasr_kernels.dwconv`).
 """
 
@@ -18,7 +19,7 @@ from __future__ import annotations
 import importlib.util
 from typing import Any
 
-__all__ = ["HAS_TRITON", "dwconv_gelu_triton", "dwconv_residual_norm_triton", "gated_norm_triton", "layer_norm_triton",
+__all__ = ["HAS_TRITON", "dwconv_gated_norm_triton", "dwconv_gelu_triton", "dwconv_residual_norm_triton", "gated_norm_triton", "layer_norm_triton",
            "nala_attention_triton"]
 
 
@@ -69,6 +70,11 @@ def dwconv_gelu_triton(x, weight, bias):
 def dwconv_residual_norm_triton(x, weight, bias, ln_weight, ln_bias, eps: float = 1e-5):
     """(x + depthwise conv + bias, its LayerNorm), inference; see :mod:`nalasr_kernels.dwconv`."""
     return _impl(".dwconv", "dwconv_residual_norm_triton")(x, weight, bias, ln_weight, ln_bias, eps)
+
+
+def dwconv_gated_norm_triton(v, weight, bias, o, g, ln_weight, ln_bias, eps: float = 1e-5):
+    """LayerNorm(o + depthwise conv(v) + bias)·SiLU(g), inference; see :mod:`nalasr_kernels.dwconv`."""
+    return _impl(".dwconv", "dwconv_gated_norm_triton")(v, weight, bias, o, g, ln_weight, ln_bias, eps)
 
 
 def __getattr__(name: str) -> Any:  # NalaAttentionFunction without importing Triton up front

@@ -10,6 +10,8 @@ constant (one compile per layer width): the channel mask folds away and loads ve
     dwconv_gelu_triton(x, weight, bias) -> y                        y = GELU(dwconv(x) + bias)
     dwconv_residual_norm_triton(x, weight, bias, ln_w, ln_b, eps) -> (s, n)
                                                                     s = x + dwconv(x) + bias, n = LayerNorm(s)
+    dwconv_gated_norm_triton(v, weight, bias, o, g, ln_w, ln_b, eps) -> y
+                                                                    y = LayerNorm(o + dwconv(v) + bias)·SiLU(g)
 
 Each has a PyTorch reference beside it with the same signature (``*_reference``): everything in fp32, one
 rounding to x's dtype at the end; the kernels compute the same thing. The depthwise conv is that of
@@ -26,8 +28,8 @@ from torch import Tensor
 
 from .layernorm import _normalize
 
-__all__ = ["dwconv_gelu_reference", "dwconv_gelu_triton", "dwconv_residual_norm_reference",
-           "dwconv_residual_norm_triton"]
+__all__ = ["dwconv_gated_norm_reference", "dwconv_gated_norm_triton", "dwconv_gelu_reference", "dwconv_gelu_triton",
+           "dwconv_residual_norm_reference", "dwconv_residual_norm_triton"]
 
 # Test hook: fill every output buffer with this value before launching (NaN in the tests, so an element the
 # kernel fails to write cannot pass).
@@ -85,6 +87,19 @@ def _dwconv_residual_norm_fwd(X, WT, BIAS, LNW, LNB, S, N, H, W, eps,
     tl.store(S + offs, s.to(S.dtype.element_ty), mask=mask)
     n, _, _ = _normalize(s, mask, cols, cmask, LNW, LNB, C, eps)
     tl.store(N + offs, n.to(N.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def _dwconv_gated_norm_fwd(X, WT, BIAS, O, G, LNW, LNB, Y, H, W, eps,
+                           C: tl.constexpr, KS: tl.constexpr, BLOCK_W: tl.constexpr, BC: tl.constexpr):
+    """Y = LayerNorm_C(O + dwconv(X) + BIAS)·SiLU(G) for one program's tile; X, O, G, Y (B·H, W, C). The mixer's
+    LePE (X = v) is never written: its conv, the sum with the attention output, the norm and the gate are one pass."""
+    acc, offs, mask, cols, cmask = _dw_tile(X, WT, tl.program_id(0), H, W, C, KS, BLOCK_W, BC)
+    acc += tl.load(BIAS + cols, mask=cmask, other=0.0).to(tl.float32)[None, :]
+    acc += tl.load(O + offs, mask=mask, other=0.0).to(tl.float32)
+    n, _, _ = _normalize(acc, mask, cols, cmask, LNW, LNB, C, eps)
+    g = tl.load(G + offs, mask=mask, other=0.0).to(tl.float32)
+    tl.store(Y + offs, (n * (g / (1.0 + tl.exp(-g)))).to(Y.dtype.element_ty), mask=mask)
 
 
 def _empty(shape: torch.Size, dtype: torch.dtype, device: torch.device) -> Tensor:
@@ -186,3 +201,37 @@ def dwconv_residual_norm_reference(x: Tensor, weight: Tensor, bias: Tensor, ln_w
     s32 = x32 + conv.permute(0, 2, 3, 1)
     n = F.layer_norm(s32, (c,), ln_weight.float(), ln_bias.float(), eps)
     return s32.to(x.dtype).contiguous(), n.to(x.dtype).contiguous()
+
+
+def dwconv_gated_norm_triton(v: Tensor, weight: Tensor, bias: Tensor, o: Tensor, g: Tensor, ln_weight: Tensor,
+                             ln_bias: Tensor, eps: float = 1e-5) -> Tensor:
+    """LayerNorm over C of (o + depthwise_conv(v) + bias), times SiLU(g), fused; v, o, g (B, H, W, C), C ≤ 256.
+
+    weight (C, 1, K, K), K odd in 1..7, zero padding; bias, ln_weight, ln_bias (C,). Returns y (B, H, W, C)
+    contiguous in v's dtype, all of it in fp32 with one rounding at the end, like
+    :func:`dwconv_gated_norm_reference`. No autograd.
+    """
+    v, c, k = _check(v, weight, bias, ln_weight, ln_bias)
+    if c > _MAX_NORM_C:
+        raise ValueError(f"C up to {_MAX_NORM_C} is supported (a whole row per program), got {c}")
+    if o.shape != v.shape or g.shape != v.shape or o.device != v.device or g.device != v.device:
+        raise ValueError(f"o and g must be shaped like v {tuple(v.shape)} on its device, got {tuple(o.shape)}, "
+                         f"{tuple(g.shape)}")
+    bc = triton.next_power_of_2(c)
+    block_w = _block_w(bc, v.shape[2])
+    y = _empty(v.shape, v.dtype, v.device)
+    if v.numel():
+        _dwconv_gated_norm_fwd[_grid(v, block_w)](v, _taps(weight, c, k), bias.contiguous(), o.contiguous(),
+                                                  g.contiguous(), ln_weight.contiguous(), ln_bias.contiguous(), y,
+                                                  v.shape[1], v.shape[2], eps, C=c, KS=k, BLOCK_W=block_w, BC=bc,
+                                                  num_warps=4)
+    return y
+
+
+def dwconv_gated_norm_reference(v: Tensor, weight: Tensor, bias: Tensor, o: Tensor, g: Tensor, ln_weight: Tensor,
+                                ln_bias: Tensor, eps: float = 1e-5) -> Tensor:
+    """Reference for :func:`dwconv_gated_norm_triton` (same signature): all in fp32, rounded once."""
+    k, c = weight.shape[-1], v.shape[-1]
+    conv = F.conv2d(v.float().permute(0, 3, 1, 2), weight.float(), bias.float(), padding=k // 2, groups=c)
+    n = F.layer_norm(o.float() + conv.permute(0, 2, 3, 1), (c,), ln_weight.float(), ln_bias.float(), eps)
+    return (n * F.silu(g.float())).to(v.dtype).contiguous()

@@ -15,8 +15,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ..ops import (BACKENDS, Backend, NalaParams, dwconv_gelu, dwconv_residual_norm, fused_dwconv_wanted,
-                   fused_gate_wanted, gated_norm, layer_norm, nala_attention)
+from ..ops import (BACKENDS, Backend, NalaParams, dwconv_gated_norm, dwconv_gelu, dwconv_residual_norm,
+                   fused_dwconv_wanted, fused_gate_wanted, gated_norm, layer_norm, nala_attention)
 
 SCALES = (2, 3, 4)
 
@@ -145,6 +145,10 @@ class NalaMixer(nn.Module):
         q, k, v, g = (F.linear(x, wt, bs) for wt, bs in zip(self.qkvg.weight.chunk(4), self.qkvg.bias.chunk(4)))
         heads = (b, h * w, self.cfg.heads, self.cfg.head_dim)
         o = self._attend(q.reshape(heads), k.reshape(heads), v.reshape(heads), (h, w))  # may be a head-major view
+        if fused_dwconv_wanted(x) and fused_gate_wanted(x):  # LePE's conv too: LePE(v) is never written
+            gated = dwconv_gated_norm(v, self.lepe.weight, self.lepe.bias, o.reshape(b, h, w, c), g,
+                                      self.norm.weight, self.norm.bias, self.norm.eps)
+            return _scaled_linear(gated, self.proj, out_scale)
         lepe = _dwconv(v, self.lepe)
         if fused_gate_wanted(x):  # norm(o + LePE)·SiLU(g) in one pass
             gated = gated_norm(o.reshape(b, h, w, c), lepe, g, self.norm.weight, self.norm.bias, self.norm.eps)

@@ -15,7 +15,7 @@ from .nala import NalaParams, nala_attention_reference, nala_features, rope_angl
 Backend = Literal["auto", "triton", "reference"]
 BACKENDS: tuple[str, ...] = ("auto", "triton", "reference")
 
-__all__ = ["BACKENDS", "Backend", "NalaParams", "dwconv_gelu", "dwconv_residual_norm", "fused_dwconv_wanted",
+__all__ = ["BACKENDS", "Backend", "NalaParams", "dwconv_gated_norm", "dwconv_gelu", "dwconv_residual_norm", "fused_dwconv_wanted",
            "fused_gate_wanted", "gated_norm", "layer_norm", "nala_attention", "nala_attention_reference", "nala_features",
            "rope_angles", "triton_available"]
 
@@ -132,3 +132,15 @@ def dwconv_residual_norm(x: Tensor, weight: Tensor, bias: Tensor, ln_weight: Ten
     k = weight.shape[-1]
     s = x + F.conv2d(x.permute(0, 3, 1, 2), weight, bias, padding=k // 2, groups=x.shape[-1]).permute(0, 2, 3, 1)
     return s, layer_norm(s, ln_weight, ln_bias, eps)
+
+
+def dwconv_gated_norm(v: Tensor, weight: Tensor, bias: Tensor, o: Tensor, g: Tensor, ln_weight: Tensor,
+                      ln_bias: Tensor, eps: float) -> Tensor:
+    """LayerNorm(o + depthwise conv(v) + bias)·SiLU(g) on (B, H, W, C) maps (the mixer's LePE, norm and gate)."""
+    if fused_dwconv_wanted(v) and fused_gate_wanted(v):
+        from nalasr_kernels import dwconv_gated_norm_triton
+
+        return dwconv_gated_norm_triton(v, weight, bias, o, g, ln_weight, ln_bias, eps)
+    k = weight.shape[-1]
+    lepe = F.conv2d(v.permute(0, 3, 1, 2), weight, bias, padding=k // 2, groups=v.shape[-1]).permute(0, 2, 3, 1)
+    return gated_norm(o, lepe, g, ln_weight, ln_bias, eps)
