@@ -26,6 +26,7 @@ from . import protocol as P
 from .datasets import EvalSet, read_image, resolve_set
 from .errors import DatasetError, InputError, WeightsError
 from .fsutil import atomic_write_with
+from .ensemble import SelfEnsemble
 from .infer import run_model
 from .runtime import PeakMemory, dtype_name, resolve_device, resolve_dtype, sync
 
@@ -255,6 +256,8 @@ class EvalReport:
 def _model_name(model: Model) -> str:
     if isinstance(model, str):
         return model
+    if isinstance(model, SelfEnsemble):
+        return f"{_model_name(model.model)}, x8 self-ensemble"
     if isinstance(model, nn.Module):
         cfg = getattr(model, "cfg", None)
         if cfg is not None:
@@ -275,12 +278,14 @@ def _save(sr8: Tensor, path: Path) -> None:
 def evaluate(model: Model, sets: list[str | os.PathLike], scale: int, *,
              data_root: str | os.PathLike | None = None, device: str | torch.device = "auto",
              precision: str = "auto", save_dir: str | os.PathLike | None = None, crop12: bool = False,
-             progress: ProgressFn | None = None, weights: str | None = None) -> EvalReport:
+             progress: ProgressFn | None = None, weights: str | None = None,
+             self_ensemble: bool = False) -> EvalReport:
     """Score ``model`` on each set (a name such as ``urban100`` or a folder of HR images) at ``scale``.
 
     ``model``: an nn.Module (moved to ``device``; fed LR float in [0, 1] through infer.run_model in
     ``precision``), any ``fn(lr) -> sr`` on (1, 3, h, w) tensors, or ``"bicubic"`` (the baseline row).
     Whole images only. ``save_dir``: the uint8 SR images go to save_dir/<set>/x<scale>/<name>.png.
+    ``self_ensemble``: an nn.Module is averaged over the 8 flips/rotations (:class:`~nalasr.ensemble.SelfEnsemble`).
     """
     if scale not in (2, 3, 4):
         raise InputError(f"--scale must be 2, 3 or 4, got {scale}")
@@ -293,6 +298,10 @@ def evaluate(model: Model, sets: list[str | os.PathLike], scale: int, *,
         if cfg is not None and getattr(cfg, "scale", scale) != scale:
             raise WeightsError(f"the model is for x{cfg.scale}, not x{scale}; pick --scale {cfg.scale} or other weights")
         model = model.to(dev).eval()
+        if self_ensemble:
+            model = SelfEnsemble(model)
+    elif self_ensemble:
+        raise InputError("self-ensemble applies to a network, not to bicubic or a plain function")
     resolved = [resolve_set(s, data_root) for s in sets]  # every name checked before any work
     proto = dict(P.PROTOCOL)
     if crop12:

@@ -35,6 +35,7 @@ from .imageio import (
     read_image,
     write_image,
 )
+from .ensemble import SelfEnsemble
 from .infer import ForwardStats, run_model
 from .model import SCALES, NaLaSR
 from .ops import BACKENDS, triton_available
@@ -56,6 +57,7 @@ def upscale(
     *,
     device: str | torch.device = "auto",
     precision: str = "auto",
+    self_ensemble: bool = False,
 ) -> ImageT:
     """Super-resolve a PIL image or an HxW / HxWxC (C = 1..4) uint8 or uint16 numpy array; same kind back.
 
@@ -65,13 +67,16 @@ def upscale(
     output is recomputed in fp32. Numpy arrays keep their shape layout and dtype; PIL images come back as
     L, LA, RGB, RGBA or I;16 (palette and 1-bit images become RGB(A) / L), with the ICC profile kept.
     In-memory images are taken as they are: EXIF orientation is applied when reading files, not here.
+    ``self_ensemble``: average the network over the 8 flips/rotations of the image (8× the time).
     """
-    model = _model_for(scale, model, device)
-    dtype = resolve_dtype(precision, next(model.parameters()).device)
+    net: NaLaSR | SelfEnsemble = _model_for(scale, model, device)
+    dtype = resolve_dtype(precision, next(net.parameters()).device)
+    if self_ensemble:
+        net = SelfEnsemble(net)
     if isinstance(image, Image.Image):
         pixels, _ = pil_to_array(image)
         _check_pixels(pixels)
-        sr, _ = upscale_pixels(pixels, model, dtype)
+        sr, _ = upscale_pixels(pixels, net, dtype)
         result = array_to_pil(sr)
         icc = image.info.get("icc_profile")
         if icc and icc_fits(icc, sr.shape[2]):
@@ -85,12 +90,12 @@ def upscale(
             raise InputError(f"expected an HxW or HxWxC array with C in 1..4, got shape {image.shape}")
         pixels = image[..., None] if image.ndim == 2 else image
         _check_pixels(pixels)
-        sr, _ = upscale_pixels(pixels, model, dtype)
+        sr, _ = upscale_pixels(pixels, net, dtype)
         return sr[..., 0] if image.ndim == 2 else sr  # type: ignore[return-value]
     raise InputError(f"upscale() takes a PIL image or a numpy array, not {type(image).__name__}")
 
 
-def upscale_pixels(pixels: np.ndarray, model: NaLaSR, dtype: torch.dtype) -> tuple[np.ndarray, ForwardStats]:
+def upscale_pixels(pixels: np.ndarray, model: NaLaSR | SelfEnsemble, dtype: torch.dtype) -> tuple[np.ndarray, ForwardStats]:
     """(H, W, C) uint8/uint16 → (s·H, s·W, C) of the same dtype, and the forward's timing and memory.
 
     Colour (or gray) goes through the model; an alpha channel is upscaled bicubic and re-attached.
@@ -172,6 +177,7 @@ class BatchReport:
     device: str
     precision: str  # the precision asked for, resolved; see each item for fallbacks
     weights: str | None
+    self_ensemble: bool = False
     items: list[ItemResult] = field(default_factory=list)
     wall_s: float = 0.0
 
@@ -185,7 +191,7 @@ class BatchReport:
     def to_dict(self) -> dict[str, Any]:
         return {
             "scale": self.scale, "device": self.device, "precision": self.precision, "weights": self.weights,
-            "ok": self.count("ok"), "skipped": self.count("skipped"), "failed": self.count("failed"),
+            "self_ensemble": self.self_ensemble, "ok": self.count("ok"), "skipped": self.count("skipped"), "failed": self.count("failed"),
             "wall_s": round(self.wall_s, 4), "items": [item.to_dict() for item in self.items],
         }
 
@@ -213,6 +219,7 @@ def upscale_paths(
     quality: int = DEFAULT_QUALITY,
     existing: Existing = "fail",
     max_pixels: int = DEFAULT_MAX_PIXELS,
+    self_ensemble: bool = False,
     on_start: Callable[[int], None] | None = None,
     on_item: Callable[[ItemResult], None] | None = None,
 ) -> BatchReport:
@@ -225,6 +232,7 @@ def upscale_paths(
 
     Raises only for problems with the whole run (bad options, weights, device); per-input failures are in
     the report (``report.failures``). ``on_start(n)`` and ``on_item(result)`` drive a progress display.
+    ``self_ensemble``: average the network over the 8 flips/rotations of each image (8× the time).
     """
     _check_options(scale, existing, quality, max_pixels, attention_backend)
     suffix = normalise_ext(ext) if ext else None
@@ -244,14 +252,15 @@ def upscale_paths(
         model = load_model(scale, variant, weights, dev)
     if model is not None and (label is not None or attention_backend != "auto"):  # a given model keeps its own
         model.set_attention_backend(attention_backend)  # type: ignore[arg-type]
-    report = BatchReport(scale, str(dev), dtype_name(dtype), label)
+    report = BatchReport(scale, str(dev), dtype_name(dtype), label, self_ensemble)
+    net: NaLaSR | SelfEnsemble | None = SelfEnsemble(model) if self_ensemble and model is not None else model
     if on_start:
         on_start(len(entries))
     writer = _Writer(jobs, scale, suffix, quality, existing)
     for entry in entries:  # in the order the inputs were given; unmatched inputs are failed items already
         if isinstance(entry, _Job):
-            assert model is not None
-            item = _process(entry, writer, model, dtype, max_pixels)
+            assert net is not None
+            item = _process(entry, writer, net, dtype, max_pixels)
         else:
             item = entry
         report.items.append(item)
@@ -416,7 +425,7 @@ def _file_id(path: Path) -> tuple[int, int] | None:
     return st.st_dev, st.st_ino
 
 
-def _process(job: _Job, writer: _Writer, model: NaLaSR, dtype: torch.dtype, max_pixels: int) -> ItemResult:
+def _process(job: _Job, writer: _Writer, model: NaLaSR | SelfEnsemble, dtype: torch.dtype, max_pixels: int) -> ItemResult:
     item = ItemResult(str(job.source))
     t0 = time.perf_counter()
     try:

@@ -37,14 +37,17 @@ def eval_cmd(
     csv_path: Optional[Path] = typer.Option(None, "--csv", help="Also write per-image rows and means to this CSV."),
     save_dir: Optional[Path] = typer.Option(None, "--save-dir", help="Write the SR images (PNG) under this folder."),
     crop12: bool = typer.Option(False, "--crop12", help="Crop HR to a multiple of 12 (old MATLAB tables)."),
+    self_ensemble: bool = typer.Option(False, "--self-ensemble",
+                                       help="Average the network over the 8 flips/rotations (8x the time)."),
 ) -> None:
     """Score a model on benchmark sets with the standard protocol (MATLAB bicubic LR, Y PSNR/SSIM)."""
     if scale not in (2, 3, 4):
         raise InputError(f"--scale must be 2, 3 or 4, got {scale}")
     if model_kind not in ("nalasr", "bicubic"):
         raise InputError(f"--model must be nalasr or bicubic, got {model_kind!r}")
-    if model_kind == "bicubic" and (weights is not None or variant is not None):
-        raise InputError("--weights/--variant do not apply to --model bicubic; drop them or use --model nalasr")
+    if model_kind == "bicubic" and (weights is not None or variant is not None or self_ensemble):
+        raise InputError("--weights/--variant/--self-ensemble do not apply to --model bicubic; drop them or use "
+                         "--model nalasr")
     if csv_path is not None and csv_path.is_dir():
         raise InputError(f"--csv {csv_path} is a folder; give a file path")
     from ..datasets import resolve_set
@@ -69,7 +72,7 @@ def eval_cmd(
 
         report = evaluate(model, list(sets), scale, data_root=data_root, device=device,  # type: ignore[arg-type]
                           precision=precision, save_dir=save_dir, crop12=crop12, progress=progress,
-                          weights=str(weights) if weights else None)
+                          weights=str(weights) if weights else None, self_ensemble=self_ensemble)
     if csv_path is not None:
         _write_csv(report, csv_path)
     if as_json:
