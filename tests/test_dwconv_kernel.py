@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 
 import pytest
 import torch
+from interpreted import run_under_interpreter
 import torch.nn.functional as F
 
 pytest.importorskip("triton")
@@ -108,11 +108,7 @@ def _worker(out: str) -> None:
 def results(tmp_path_factory) -> dict[str, list[dict]]:
     if torch.cuda.is_available():
         return run_cases("cuda")
-    out = tmp_path_factory.mktemp("dwconv") / "res.json"
-    env = {**os.environ, "TRITON_INTERPRET": "1", "CUDA_VISIBLE_DEVICES": ""}
-    proc = subprocess.run([sys.executable, __file__, str(out)], env=env, capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return json.loads(out.read_text())
+    return run_under_interpreter(__file__, tmp_path_factory.mktemp("dwconv") / "res.json")
 
 
 @pytest.mark.parametrize("i", range(len(GELU_CASES)))
@@ -187,11 +183,6 @@ def test_bad_arguments_raise_value_error(what, match):
             dwconv_gelu_triton(x, w, b)
 
 
-if __name__ == "__main__":
-    sys.path[:0] = [os.path.join(os.path.dirname(__file__), "..", "kernels")]
-    _worker(sys.argv[1])
-
-
 @torch.no_grad()
 def test_ops_fall_back_to_the_model_composition_off_cuda():
     """nalasr.ops.dwconv_gelu / dwconv_residual_norm on CPU are the block's unfused ops, whatever the opt-in."""
@@ -218,3 +209,8 @@ def test_ops_fall_back_to_the_model_composition_off_cuda():
     finally:
         del os.environ["NALASR_FUSED_DWCONV"]
     torch.testing.assert_close(y, norm(o + _dwconv(x, conv)) * F.silu(g), rtol=0, atol=0)
+
+
+if __name__ == "__main__":
+    sys.path[:0] = [os.path.join(os.path.dirname(__file__), "..", "kernels")]
+    _worker(sys.argv[1])

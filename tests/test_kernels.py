@@ -26,6 +26,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from interpreted import run_under_interpreter
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -249,14 +250,8 @@ def _have_triton() -> bool:
 def interpreted(tmp_path_factory) -> dict:
     if not _have_triton():
         pytest.skip("triton is not installed")
-    out = tmp_path_factory.mktemp("kernels") / "interpreted.json"
-    env = {**os.environ, "TRITON_INTERPRET": "1", "CUDA_VISIBLE_DEVICES": ""}
-    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), str(ROOT / "kernels"), env.get("PYTHONPATH", "")])
-    proc = subprocess.run([sys.executable, __file__, "--worker", str(out)], env=env, capture_output=True,
-                          text=True, timeout=900, cwd=ROOT)
-    if proc.returncode != 0:
-        raise AssertionError(f"interpreter worker failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-6000:]}")
-    return json.loads(out.read_text())
+    return run_under_interpreter(__file__, tmp_path_factory.mktemp("kernels") / "interpreted.json", "--worker",
+                                 timeout=900)
 
 
 def _check(res: dict, case: dict) -> None:

@@ -10,11 +10,11 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import subprocess
 import sys
 
 import pytest
 import torch
+from interpreted import run_under_interpreter
 
 pytest.importorskip("triton")
 
@@ -116,11 +116,7 @@ def _worker(out: str) -> None:
 def interpreted(tmp_path_factory) -> dict[str, list[dict]]:
     if torch.cuda.is_available():
         pytest.skip("CUDA present: the GPU run (benchmarks/gpu_kernels_check.py) covers it")
-    out = tmp_path_factory.mktemp("ln") / "res.json"
-    env = {**os.environ, "TRITON_INTERPRET": "1", "CUDA_VISIBLE_DEVICES": ""}
-    proc = subprocess.run([sys.executable, __file__, str(out)], env=env, capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return json.loads(out.read_text())
+    return run_under_interpreter(__file__, tmp_path_factory.mktemp("ln") / "res.json")
 
 
 @pytest.mark.parametrize("i", range(len(CASES)))
