@@ -24,7 +24,7 @@ from pathlib import Path
 import torch
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "kernels")]
+sys.path[:0] = [str(ROOT), str(ROOT / "kernels"), str(ROOT / "tests")]  # tests/: the test modules it loads import their helpers
 
 
 def _load_tests(name: str = "test_kernels"):
