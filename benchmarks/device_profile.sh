@@ -14,6 +14,8 @@ OLD=""; [ -f .carry/old/nala_old.py ] && OLD="--old .carry/old/nala_old.py"
 say "attention kernels"
 timeout 100 python3 benchmarks/kernel_diag_gpu.py --json $OUT/diag.json $OLD --sizes 518400 --ppsm 8 \
   --parts attention,profile,registers >> $LOG 2>&1; say "diag rc=$?"
+timeout 60 python3 benchmarks/kernel_diag_gpu.py --json $OUT/diag_dense.json --layout dense --sizes 518400 --ppsm 8 \
+  --parts attention,profile >> $LOG 2>&1; say "diag dense rc=$?"
 say "block variants"
 timeout 90 python3 benchmarks/fusion_gpu.py --json $OUT/fusion.json >> $LOG 2>&1; say "fusion rc=$?"
 say "network profile 540x960"

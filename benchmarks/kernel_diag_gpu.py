@@ -76,12 +76,21 @@ def load_module(path: str | None, name: str):
     return mod
 
 
-def attention_rows(mods: dict, sizes: list[int], ppsm: list[int]) -> list[dict]:
-    rows = []
-    for n in sizes:
+def _inputs(n: int, layout: str) -> tuple[torch.Tensor, ...]:
+    """q, k, v, dO (1, n, H, D) fp16: "qkvg" = strided views of one (1, n, 4·H·D) projection (the model before
+    session 5), "dense" = separate contiguous tensors (the model since: four C-wide GEMMs)."""
+    if layout == "qkvg":
         x = torch.randn(1, n, 4 * H * D, device="cuda", dtype=torch.float16)
         q, k, v = (x[..., i * H * D:(i + 1) * H * D].view(1, n, H, D) for i in range(3))
-        do = torch.randn(1, n, H, D, device="cuda", dtype=torch.float16)
+    else:
+        q, k, v = (torch.randn(1, n, H, D, device="cuda", dtype=torch.float16) for _ in range(3))
+    return q, k, v, torch.randn(1, n, H, D, device="cuda", dtype=torch.float16)
+
+
+def attention_rows(mods: dict, sizes: list[int], ppsm: list[int], layout: str = "qkvg") -> list[dict]:
+    rows = []
+    for n in sizes:
+        q, k, v, do = _inputs(n, layout)
         fwd_bytes = 4 * n * H * D * 2
         bwd_bytes = 7 * n * H * D * 2
         for name, mod in mods.items():
@@ -93,24 +102,22 @@ def attention_rows(mods: dict, sizes: list[int], ppsm: list[int]) -> list[dict]:
                 bwd = lambda: mod.nala_backward(do, q, k, v, state, *hp)  # noqa: E731
                 bwd()
                 torch.cuda.synchronize()
-                r = {"tokens": n, "module": name, "ppsm": p}
+                r = {"tokens": n, "module": name, "ppsm": p, "layout": layout}
                 for tag, fn, nbytes in (("fwd", fwd, fwd_bytes), ("bwd", bwd, bwd_bytes)):
                     r[f"{tag}_bench_ms"] = do_bench(fn, warmup=25, rep=100, return_mode="median")
                     r[f"{tag}_graph_ms"] = graph_ms(fn)
                     r[f"{tag}_cpu_us"] = cpu_us(fn)
                     r[f"{tag}_graph_gbs"] = nbytes / r[f"{tag}_graph_ms"] / 1e6
                 rows.append(r)
-                print(f"{n:8d} {name:3s} ppsm {p:2d} | fwd bench {r['fwd_bench_ms']:.3f} graph {r['fwd_graph_ms']:.3f} ms "
+                print(f"{n:8d} {name:3s} {layout} ppsm {p:2d} | fwd bench {r['fwd_bench_ms']:.3f} graph {r['fwd_graph_ms']:.3f} ms "
                       f"({r['fwd_graph_gbs']:.0f} GB/s) cpu {r['fwd_cpu_us']:.0f} µs | bwd bench {r['bwd_bench_ms']:.3f} "
                       f"graph {r['bwd_graph_ms']:.3f} ms cpu {r['bwd_cpu_us']:.0f} µs", flush=True)
         mods["new"]._PROGRAMS_PER_SM = int(os.environ.get("NALASR_PROGRAMS_PER_SM", "8"))
     return rows
 
 
-def kernel_profile(mod, n: int) -> list[dict]:
-    x = torch.randn(1, n, 4 * H * D, device="cuda", dtype=torch.float16)
-    q, k, v = (x[..., i * H * D:(i + 1) * H * D].view(1, n, H, D) for i in range(3))
-    do = torch.randn(1, n, H, D, device="cuda", dtype=torch.float16)
+def kernel_profile(mod, n: int, layout: str = "qkvg") -> list[dict]:
+    q, k, v, do = _inputs(n, layout)
     hp = (3.0, 0.5, 1.0, 1e-6, 0, 0, 100.0)
     for _ in range(3):
         _, st = mod.nala_forward(q, k, v, *hp)
@@ -230,6 +237,7 @@ def main() -> int:
     ap.add_argument("--sizes", default="16384,131072,518400")
     ap.add_argument("--ppsm", default="4,8,16,32")
     ap.add_argument("--parts", default="attention,profile,registers,network,train")
+    ap.add_argument("--layout", default="qkvg", choices=["qkvg", "dense"], help="q, k, v as the model passes them")
     a = ap.parse_args()
     parts = a.parts.split(",")
     mods = {"new": load_module(None, "new")}
@@ -239,8 +247,8 @@ def main() -> int:
     import triton
     res["triton"] = triton.__version__
     steps = [("attention", lambda: attention_rows(mods, [int(s) for s in a.sizes.split(",")],
-                                                  [int(p) for p in a.ppsm.split(",")])),
-             ("profile", lambda: kernel_profile(mods["new"], 518400)),
+                                                  [int(p) for p in a.ppsm.split(",")], a.layout)),
+             ("profile", lambda: kernel_profile(mods["new"], 518400, a.layout)),
              ("registers", lambda: registers(mods["new"])),
              ("train", train_rows),  # before the network: device_session3.sh picks training settings from it
              ("network", network_rows)]
