@@ -8,6 +8,7 @@ over the whole (flipped / rotated) input.
 
 from __future__ import annotations
 
+import weakref
 from typing import Any
 
 import torch
@@ -51,3 +52,15 @@ class SelfEnsemble(nn.Module):
 
     def set_attention_backend(self, backend: str) -> None:
         self.model.set_attention_backend(backend)  # type: ignore[operator]
+
+
+_WRAPPERS: weakref.WeakKeyDictionary[nn.Module, SelfEnsemble] = weakref.WeakKeyDictionary()
+
+
+def ensemble_of(model: nn.Module) -> SelfEnsemble:
+    """The SelfEnsemble of ``model``, one per model: repeated calls reuse it, and with it the CUDA graphs
+    that nalasr.graphs keeps per module (a new wrapper per call would never replay one)."""
+    wrapper = _WRAPPERS.get(model)
+    if wrapper is None:
+        wrapper = _WRAPPERS[model] = SelfEnsemble(model)
+    return wrapper

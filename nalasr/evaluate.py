@@ -26,7 +26,7 @@ from . import protocol as P
 from .datasets import EvalSet, read_image, resolve_set
 from .errors import DatasetError, InputError, WeightsError
 from .fsutil import atomic_write_with
-from .ensemble import SelfEnsemble
+from .ensemble import SelfEnsemble, ensemble_of
 from .infer import run_model
 from .runtime import PeakMemory, dtype_name, resolve_device, resolve_dtype, sync
 
@@ -299,7 +299,7 @@ def evaluate(model: Model, sets: list[str | os.PathLike], scale: int, *,
             raise WeightsError(f"the model is for x{cfg.scale}, not x{scale}; pick --scale {cfg.scale} or other weights")
         model = model.to(dev).eval()
         if self_ensemble:
-            model = SelfEnsemble(model)
+            model = ensemble_of(model)
     elif self_ensemble:
         raise InputError("self-ensemble applies to a network, not to bicubic or a plain function")
     resolved = [resolve_set(s, data_root) for s in sets]  # every name checked before any work

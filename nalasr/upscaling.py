@@ -35,7 +35,7 @@ from .imageio import (
     read_image,
     write_image,
 )
-from .ensemble import SelfEnsemble
+from .ensemble import SelfEnsemble, ensemble_of
 from .infer import ForwardStats, run_model
 from .model import SCALES, NaLaSR
 from .ops import BACKENDS, triton_available
@@ -72,7 +72,7 @@ def upscale(
     net: NaLaSR | SelfEnsemble = _model_for(scale, model, device)
     dtype = resolve_dtype(precision, next(net.parameters()).device)
     if self_ensemble:
-        net = SelfEnsemble(net)
+        net = ensemble_of(net)
     if isinstance(image, Image.Image):
         pixels, _ = pil_to_array(image)
         _check_pixels(pixels)
@@ -253,7 +253,7 @@ def upscale_paths(
     if model is not None and (label is not None or attention_backend != "auto"):  # a given model keeps its own
         model.set_attention_backend(attention_backend)  # type: ignore[arg-type]
     report = BatchReport(scale, str(dev), dtype_name(dtype), label, self_ensemble)
-    net: NaLaSR | SelfEnsemble | None = SelfEnsemble(model) if self_ensemble and model is not None else model
+    net: NaLaSR | SelfEnsemble | None = ensemble_of(model) if self_ensemble and model is not None else model
     if on_start:
         on_start(len(entries))
     writer = _Writer(jobs, scale, suffix, quality, existing)

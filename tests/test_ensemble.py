@@ -95,3 +95,12 @@ def test_gray_input_goes_through_the_ensemble():
     gray = (np.random.default_rng(2).random((8, 11)) * 255).astype(np.uint8)
     out = upscale(gray, model=model, self_ensemble=True)
     assert out.shape == (16, 22) and out.dtype == np.uint8
+
+
+def test_one_wrapper_per_model():
+    """Repeated upscale() calls must reuse one wrapper: CUDA graphs are kept per module."""
+    from nalasr.ensemble import ensemble_of
+
+    a, b = _random_model(), _random_model()
+    assert ensemble_of(a) is ensemble_of(a) and ensemble_of(a) is not ensemble_of(b)
+    assert ensemble_of(a).model is a
