@@ -15,8 +15,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ..ops import (BACKENDS, Backend, NalaParams, dwconv_gated_norm, dwconv_gelu, dwconv_residual_norm,
-                   fused_dwconv_wanted, fused_gate_wanted, gated_norm, layer_norm, nala_attention)
+from ..ops import (BACKENDS, Backend, NalaParams, depthwise_conv, dwconv_gated_norm, dwconv_gelu,
+                   dwconv_residual_norm, fused_dwconv_wanted, fused_gate_wanted, layer_norm, nala_attention)
 
 SCALES = (2, 3, 4)
 
@@ -90,8 +90,8 @@ class LayerNorm(nn.LayerNorm):
 
 
 def _dwconv(x: Tensor, conv: nn.Conv2d) -> Tensor:
-    """Depthwise conv on a token-major map: (B, H, W, C) → (B, H, W, C) through a channels-last view."""
-    return conv(x.permute(0, 3, 1, 2)).permute(0, 2, 3, 1)
+    """Depthwise ``conv`` (padding K // 2) on a token-major map: (B, H, W, C) → (B, H, W, C)."""
+    return depthwise_conv(x, conv.weight, conv.bias)
 
 
 # Inference writes results into intermediates it owns instead of allocating new ones: the same values
@@ -145,16 +145,12 @@ class NalaMixer(nn.Module):
         q, k, v, g = (F.linear(x, wt, bs) for wt, bs in zip(self.qkvg.weight.chunk(4), self.qkvg.bias.chunk(4)))
         heads = (b, h * w, self.cfg.heads, self.cfg.head_dim)
         o = self._attend(q.reshape(heads), k.reshape(heads), v.reshape(heads), (h, w))  # may be a head-major view
-        if fused_dwconv_wanted(x) and fused_gate_wanted(x):  # LePE's conv too: LePE(v) is never written
+        if fused_gate_wanted(x):  # norm(o + LePE)·SiLU(g) in one pass (with LePE's conv too under NALASR_FUSED_DWCONV)
             gated = dwconv_gated_norm(v, self.lepe.weight, self.lepe.bias, o.reshape(b, h, w, c), g,
                                       self.norm.weight, self.norm.bias, self.norm.eps)
             return _scaled_linear(gated, self.proj, out_scale)
-        lepe = _dwconv(v, self.lepe)
-        if fused_gate_wanted(x):  # norm(o + LePE)·SiLU(g) in one pass
-            gated = gated_norm(o.reshape(b, h, w, c), lepe, g, self.norm.weight, self.norm.bias, self.norm.eps)
-            return _scaled_linear(gated, self.proj, out_scale)
         # LePE(v) + o, summed in the conv's token-major output (o itself is never copied to token-major).
-        o = _add(lepe.reshape(heads), o).reshape(b, h, w, c)
+        o = _add(_dwconv(v, self.lepe).reshape(heads), o).reshape(b, h, w, c)
         gate = F.silu(g, inplace=_reusable(g))
         return _scaled_linear(_mul(self.norm(o), gate), self.proj, out_scale)
 

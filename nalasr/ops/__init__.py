@@ -15,9 +15,9 @@ from .nala import NalaParams, nala_attention_reference, nala_features, rope_angl
 Backend = Literal["auto", "triton", "reference"]
 BACKENDS: tuple[str, ...] = ("auto", "triton", "reference")
 
-__all__ = ["BACKENDS", "Backend", "NalaParams", "dwconv_gated_norm", "dwconv_gelu", "dwconv_residual_norm", "fused_dwconv_wanted",
-           "fused_gate_wanted", "gated_norm", "layer_norm", "nala_attention", "nala_attention_reference", "nala_features",
-           "rope_angles", "triton_available"]
+__all__ = ["BACKENDS", "Backend", "NalaParams", "depthwise_conv", "dwconv_gated_norm", "dwconv_gelu",
+           "dwconv_residual_norm", "fused_dwconv_wanted", "fused_gate_wanted", "gated_norm", "layer_norm",
+           "nala_attention", "nala_attention_reference", "nala_features", "rope_angles", "triton_available"]
 
 
 @functools.cache
@@ -86,12 +86,19 @@ def layer_norm(x: Tensor, weight: Tensor, bias: Tensor, eps: float) -> Tensor:
     return F.layer_norm(x, (c,), weight, bias, eps)
 
 
+def _fused_inference(x: Tensor, flag: str, default_on: bool) -> bool:
+    """Should an inference-only fused kernel run on tensors like x: CUDA, no autograd, rows ≤ 256 wide, Triton
+    present, and the environment ``flag`` (``=0`` off, ``=1`` on; unset: ``default_on``)."""
+    setting = os.environ.get(flag)
+    on = setting != "0" if default_on else setting == "1"
+    return x.is_cuda and not torch.is_grad_enabled() and x.shape[-1] <= 256 and on and triton_available()
+
+
 def fused_gate_wanted(x: Tensor) -> bool:
     """Should :func:`gated_norm` on tensors like x run the fused kernel? On CUDA without autograd: one pass
     over o, LePE and g instead of four elementwise passes; 27.3 → 25.6 ms for the x4 forward at 540×960 on the
     H200 (benchmarks/fusion_gpu.py). ``NALASR_FUSED_GATE=0`` turns it off."""
-    return (x.is_cuda and not torch.is_grad_enabled() and x.shape[-1] <= 256
-            and os.environ.get("NALASR_FUSED_GATE") != "0" and triton_available())
+    return _fused_inference(x, "NALASR_FUSED_GATE", default_on=True)
 
 
 def gated_norm(o: Tensor, lepe: Tensor, g: Tensor, weight: Tensor, bias: Tensor, eps: float) -> Tensor:
@@ -104,11 +111,18 @@ def gated_norm(o: Tensor, lepe: Tensor, g: Tensor, weight: Tensor, bias: Tensor,
 
 
 def fused_dwconv_wanted(x: Tensor) -> bool:
-    """Should :func:`dwconv_gelu` / :func:`dwconv_residual_norm` on tensors like x run the fused kernels? On
-    CUDA without autograd, opt-in with ``NALASR_FUSED_DWCONV=1`` until benchmarks/fusion_gpu.py has measured
-    them on the GPU (each saves one or two passes over the map; parity: tests/test_dwconv_kernel.py)."""
-    return (x.is_cuda and not torch.is_grad_enabled() and x.shape[-1] <= 256
-            and os.environ.get("NALASR_FUSED_DWCONV") == "1" and triton_available())
+    """Should :func:`dwconv_gelu` / :func:`dwconv_residual_norm` / :func:`dwconv_gated_norm` on tensors like x run
+    the fused kernels? On CUDA without autograd, opt-in with ``NALASR_FUSED_DWCONV=1`` until
+    benchmarks/fusion_gpu.py has measured them on the GPU (each saves one or two passes over the map; parity:
+    tests/test_dwconv_kernel.py)."""
+    return _fused_inference(x, "NALASR_FUSED_DWCONV", default_on=False)
+
+
+def depthwise_conv(x: Tensor, weight: Tensor, bias: Tensor | None) -> Tensor:
+    """Depthwise conv of a token-major map: (B, H, W, C) → (B, H, W, C), weight (C, 1, K, K), zero padding K // 2,
+    through a channels-last (B, C, H, W) view (a free permute when x is contiguous)."""
+    k = weight.shape[-1]
+    return F.conv2d(x.permute(0, 3, 1, 2), weight, bias, padding=k // 2, groups=x.shape[-1]).permute(0, 2, 3, 1)
 
 
 def dwconv_gelu(x: Tensor, weight: Tensor, bias: Tensor) -> Tensor:
@@ -117,9 +131,7 @@ def dwconv_gelu(x: Tensor, weight: Tensor, bias: Tensor) -> Tensor:
         from nalasr_kernels import dwconv_gelu_triton
 
         return dwconv_gelu_triton(x, weight, bias)
-    k = weight.shape[-1]
-    y = F.conv2d(x.permute(0, 3, 1, 2), weight, bias, padding=k // 2, groups=x.shape[-1])
-    return F.gelu(y.permute(0, 2, 3, 1))
+    return F.gelu(depthwise_conv(x, weight, bias))
 
 
 def dwconv_residual_norm(x: Tensor, weight: Tensor, bias: Tensor, ln_weight: Tensor, ln_bias: Tensor,
@@ -129,18 +141,16 @@ def dwconv_residual_norm(x: Tensor, weight: Tensor, bias: Tensor, ln_weight: Ten
         from nalasr_kernels import dwconv_residual_norm_triton
 
         return dwconv_residual_norm_triton(x, weight, bias, ln_weight, ln_bias, eps)
-    k = weight.shape[-1]
-    s = x + F.conv2d(x.permute(0, 3, 1, 2), weight, bias, padding=k // 2, groups=x.shape[-1]).permute(0, 2, 3, 1)
+    s = x + depthwise_conv(x, weight, bias)
     return s, layer_norm(s, ln_weight, ln_bias, eps)
 
 
 def dwconv_gated_norm(v: Tensor, weight: Tensor, bias: Tensor, o: Tensor, g: Tensor, ln_weight: Tensor,
                       ln_bias: Tensor, eps: float) -> Tensor:
-    """LayerNorm(o + depthwise conv(v) + bias)·SiLU(g) on (B, H, W, C) maps (the mixer's LePE, norm and gate)."""
+    """LayerNorm(o + depthwise conv(v) + bias)·SiLU(g) on (B, H, W, C) maps (the mixer's LePE, norm and gate):
+    one fused pass with NALASR_FUSED_DWCONV=1, else the conv and then :func:`gated_norm`."""
     if fused_dwconv_wanted(v) and fused_gate_wanted(v):
         from nalasr_kernels import dwconv_gated_norm_triton
 
         return dwconv_gated_norm_triton(v, weight, bias, o, g, ln_weight, ln_bias, eps)
-    k = weight.shape[-1]
-    lepe = F.conv2d(v.permute(0, 3, 1, 2), weight, bias, padding=k // 2, groups=v.shape[-1]).permute(0, 2, 3, 1)
-    return gated_norm(o, lepe, g, ln_weight, ln_bias, eps)
+    return gated_norm(o, depthwise_conv(v, weight, bias), g, ln_weight, ln_bias, eps)
