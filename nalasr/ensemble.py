@@ -37,7 +37,11 @@ class SelfEnsemble(nn.Module):
     def __init__(self, model: nn.Module) -> None:
         super().__init__()
         self.model = model
-        self.cfg: Any = getattr(model, "cfg", None)
+
+    @property
+    def cfg(self) -> Any:
+        """The wrapped network's config (its scale, for the callers)."""
+        return self.model.cfg
 
     def forward(self, x: Tensor) -> Tensor:
         channels_last = x.is_cuda  # the network's fast layout on CUDA (see infer._forward)
