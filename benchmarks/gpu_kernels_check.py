@@ -35,6 +35,7 @@ def _load_tests(name: str = "test_kernels"):
 
 
 T = _load_tests()  # run_case, tolerances: one definition for the CPU tests and this check
+from kernel_testing import rel_err  # noqa: E402  (tests/ is on sys.path above)
 LN = _load_tests("test_layernorm_kernel")  # run_cases, check: the fused LayerNorm's
 # LayerNorm at the network's sizes (518K and 2M tokens × 64 channels) besides the test's odd small ones.
 LN_CASES = LN.CASES + [(518400, 64, "float16"), (518400, 64, "bfloat16"), (2073600, 64, "float16"),
@@ -100,7 +101,7 @@ def _compiled_matches_eager(K) -> tuple[bool, str]:
         res.append((loss.detach().float(), w.grad.detach().float()))
     (l0, g0), (l1, g1) = res
     err_l = abs((l1 - l0) / l0).item()
-    err_g = T._rel(g1, g0)
+    err_g = rel_err(g1, g0)
     return err_l < 1e-3 and err_g < 1e-2, f"loss rel {err_l:.1e}, dW rel-RMS {err_g:.1e}"
 
 

@@ -2,7 +2,7 @@
 
 Without CUDA the kernels run under TRITON_INTERPRET=1 in a subprocess (the flag must be set before Triton is
 imported, and must not leak into other tests); with CUDA they run on the GPU in-process. Output buffers are
-NaN-filled (the module's _OUT_FILL hook), so an element a kernel fails to write fails the test. Sizes are odd on
+NaN-filled (kernel_testing.nan_filled_buffers), so an element a kernel fails to write fails the test. Sizes are odd on
 purpose: W < K, H < K, ragged last pixel block, several blocks per row, C not a power of two.
 """
 
@@ -14,7 +14,7 @@ import sys
 
 import pytest
 import torch
-from interpreted import run_under_interpreter
+from kernel_testing import nan_filled_buffers, rel_err, run_under_interpreter
 import torch.nn.functional as F
 
 pytest.importorskip("triton")
@@ -43,11 +43,6 @@ GATED_CASES = [(1, 1, 1, 8, 5, "float32", False), (2, 5, 9, 24, 5, "float32", Fa
                (1, 5, 33, 24, 3, "bfloat16", True), (1, 5, 9, 64, 5, "bfloat16", False)]
 
 
-def _rel(a: torch.Tensor, b: torch.Tensor) -> float:
-    a, b = a.double().cpu(), b.double().cpu()
-    return float((a - b).norm() / b.norm().clamp_min(1e-30))
-
-
 def _inputs(case: tuple, device: str) -> tuple[torch.Tensor, ...]:
     """x (B, H, W, C) and random non-trivial weight, bias, LN weight and bias, seeded by the case."""
     b, h, w, c, k, dt, odd = case
@@ -67,14 +62,13 @@ def run_cases(device: str = "cpu") -> dict[str, list[dict]]:
     layout checks. Also usable on CUDA (the kernels then compile for the GPU)."""
     from nalasr_kernels import dwconv as D
 
-    saved, D._OUT_FILL = D._OUT_FILL, float("nan")
-    try:
+    with nan_filled_buffers():
         gelu = []
         for case in GELU_CASES:
             x, weight, bias, _, _ = _inputs(case, device)
             y = D.dwconv_gelu_triton(x, weight, bias)
             ref = D.dwconv_gelu_reference(*(t.cpu() for t in (x, weight, bias)))  # CPU: no TF32, no cuDNN choice
-            gelu.append({"case": case, "y": _rel(y, ref), "ok": y.dtype == x.dtype and y.shape == x.shape
+            gelu.append({"case": case, "y": rel_err(y, ref), "ok": y.dtype == x.dtype and y.shape == x.shape
                          and y.is_contiguous()})
         norm = []
         for case in NORM_CASES:
@@ -83,7 +77,7 @@ def run_cases(device: str = "cpu") -> dict[str, list[dict]]:
             s, n = D.dwconv_residual_norm_triton(x, weight, bias, ln_w, ln_b, 1e-5)
             s_ref, n_ref = D.dwconv_residual_norm_reference(*(t.cpu() for t in (x, weight, bias, ln_w, ln_b)), 1e-5)
             ok = all(t.dtype == x.dtype and t.shape == x.shape and t.is_contiguous() for t in (s, n))
-            norm.append({"case": case, "s": _rel(s, s_ref), "n": _rel(n, n_ref),
+            norm.append({"case": case, "s": rel_err(s, s_ref), "n": rel_err(n, n_ref),
                          "ok": ok and torch.equal(weight, w0)})  # the residual fold must not touch the weight
         gated = []
         for case in GATED_CASES:
@@ -91,10 +85,8 @@ def run_cases(device: str = "cpu") -> dict[str, list[dict]]:
             o, g = (torch.randn(v.shape, generator=torch.Generator().manual_seed(i)).to(v) for i in (1, 2))
             y = D.dwconv_gated_norm_triton(v, weight, bias, o, g, ln_w, ln_b, 1e-5)
             ref = D.dwconv_gated_norm_reference(*(t.cpu() for t in (v, weight, bias, o, g, ln_w, ln_b)), 1e-5)
-            gated.append({"case": case, "y": _rel(y, ref), "ok": y.dtype == v.dtype and y.shape == v.shape
+            gated.append({"case": case, "y": rel_err(y, ref), "ok": y.dtype == v.dtype and y.shape == v.shape
                           and y.is_contiguous()})
-    finally:
-        D._OUT_FILL = saved
     return {"gelu": gelu, "norm": norm, "gated": gated}
 
 

@@ -16,14 +16,7 @@ from nalasr.evaluate import evaluate
 from nalasr.model import create_model
 from nalasr.upscaling import upscale
 from nalasr.weights import save_weights
-
-
-def _random_model(scale: int = 2):
-    torch.manual_seed(0)
-    model = create_model("small", scale).eval()
-    with torch.no_grad():  # a trained upsampler is not zero
-        model.upsampler[0].weight.normal_(0, 0.05)
-    return model
+from test_upscale import _random_model  # a small NaLaSR with a non-zero upsampler
 
 
 def test_the_eight_transforms_are_distinct_and_inverted():
@@ -36,7 +29,7 @@ def test_the_eight_transforms_are_distinct_and_inverted():
 
 @torch.no_grad()
 def test_equals_the_mean_of_the_transformed_forwards():
-    model = _random_model()
+    model = _random_model(2)
     x = torch.rand(1, 3, 7, 10)
     expected = sum(_inverse(model(_transform(x, k).contiguous()), k) for k in range(8)) / 8
     got = SelfEnsemble(model)(x)
@@ -54,7 +47,7 @@ def test_an_equivariant_model_is_unchanged():
 
 
 def test_upscale_api_and_cli(tmp_path: Path, capsys, monkeypatch):
-    model = _random_model()
+    model = _random_model(2)
     img = (np.random.default_rng(0).random((9, 13, 3)) * 255).astype(np.uint8)
     plain = upscale(img, model=model)
     ens = upscale(img, model=model, self_ensemble=True)
@@ -91,7 +84,7 @@ def test_eval_reports_the_ensemble_and_bicubic_refuses_it(tmp_path: Path, capsys
 
 
 def test_gray_input_goes_through_the_ensemble():
-    model = _random_model()
+    model = _random_model(2)
     gray = (np.random.default_rng(2).random((8, 11)) * 255).astype(np.uint8)
     out = upscale(gray, model=model, self_ensemble=True)
     assert out.shape == (16, 22) and out.dtype == np.uint8
@@ -101,6 +94,6 @@ def test_one_wrapper_per_model():
     """Repeated upscale() calls must reuse one wrapper: CUDA graphs are kept per module."""
     from nalasr.ensemble import ensemble_of
 
-    a, b = _random_model(), _random_model()
+    a, b = _random_model(2), _random_model(2)
     assert ensemble_of(a) is ensemble_of(a) and ensemble_of(a) is not ensemble_of(b)
     assert ensemble_of(a).model is a

@@ -18,7 +18,6 @@ Where the cases run:
 from __future__ import annotations
 
 import json
-import math
 import os
 import subprocess
 import sys
@@ -26,7 +25,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from interpreted import run_under_interpreter
+from kernel_testing import rel_err, run_under_interpreter
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -130,15 +129,6 @@ def _make(case: dict, device: str, seed: int):
     return q, k, v, g, leaves
 
 
-def _rel(got: torch.Tensor, ref: torch.Tensor) -> float:
-    ref = ref.detach().double()
-    got = got.detach().to(ref.device, torch.float64)
-    if not torch.isfinite(got).all():
-        return math.inf
-    den = ref.pow(2).mean().sqrt().item()
-    return (got - ref).pow(2).mean().sqrt().item() / max(den, 1e-300)
-
-
 def run_case(case: dict, device: str, seed: int = 0, ref_device: str = "cpu") -> dict:
     """Kernel vs float64 reference (on ref_device) for one case: relative RMS errors and contract checks."""
     from nalasr.ops.nala import NalaParams, nala_attention_reference
@@ -166,9 +156,9 @@ def run_case(case: dict, device: str, seed: int = 0, ref_device: str = "cpu") ->
     refd = nala_attention_reference(qd, kd, vd, params or NalaParams(), rope)
     refd.backward(g)
     return {
-        "o": _rel(o, ref), "dq": _rel(q.grad, q64.grad), "dk": _rel(k.grad, k64.grad), "dv": _rel(v.grad, v64.grad),
-        "o_ref": _rel(refd, ref), "dq_ref": _rel(qd.grad, q64.grad), "dk_ref": _rel(kd.grad, k64.grad),
-        "dv_ref": _rel(vd.grad, v64.grad),
+        "o": rel_err(o, ref), "dq": rel_err(q.grad, q64.grad), "dk": rel_err(k.grad, k64.grad), "dv": rel_err(v.grad, v64.grad),
+        "o_ref": rel_err(refd, ref), "dq_ref": rel_err(qd.grad, q64.grad), "dk_ref": rel_err(kd.grad, k64.grad),
+        "dv_ref": rel_err(vd.grad, v64.grad),
         "o_dtype_ok": o.dtype == q.dtype, "o_contiguous": o.is_contiguous(), "o_shape_ok": o.shape == ref.shape,
         "grad_dtypes_ok": (q.grad.dtype, k.grad.dtype, v.grad.dtype) == (q.dtype, k.dtype, v.dtype),
         "finite": bool(all(torch.isfinite(t).all() for t in (o, q.grad, k.grad, v.grad))),

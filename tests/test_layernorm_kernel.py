@@ -7,14 +7,13 @@ kernel fails to write shows up. Sizes are odd on purpose: ragged row blocks, C n
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import sys
 
 import pytest
 import torch
-from interpreted import run_under_interpreter
+from kernel_testing import nan_filled_buffers, rel_err, run_under_interpreter
 
 pytest.importorskip("triton")
 
@@ -22,23 +21,6 @@ pytest.importorskip("triton")
 CASES = [(1, 64, "float32"), (37, 64, "float32"), (300, 48, "float32"), (129, 17, "float32"),
          (65, 100, "float16"), (70, 64, "bfloat16"), (1025, 64, "float16")]
 TOL = {"float32": 1e-5, "float16": 2e-3, "bfloat16": 1.5e-2}
-
-
-def _rel(a: torch.Tensor, b: torch.Tensor) -> float:
-    a, b = a.double(), b.double()
-    return float((a - b).norm() / b.norm().clamp_min(1e-30))
-
-
-@contextlib.contextmanager
-def nan_filled_buffers():
-    """torch.empty / torch.empty_like return NaN-filled tensors inside: an element a kernel fails to write shows."""
-    real_empty, real_empty_like = torch.empty, torch.empty_like
-    torch.empty = lambda *a, **k: real_empty(*a, **k).fill_(float("nan"))  # type: ignore[assignment]
-    torch.empty_like = lambda *a, **k: real_empty_like(*a, **k).fill_(float("nan"))  # type: ignore[assignment]
-    try:
-        yield
-    finally:
-        torch.empty, torch.empty_like = real_empty, real_empty_like
 
 
 def run_cases(device: str = "cpu", cases: list = CASES) -> list[dict]:
@@ -61,8 +43,8 @@ def run_cases(device: str = "cpu", cases: list = CASES) -> list[dict]:
             ref_leaves = [t.double().to(device).clone().requires_grad_() for t in (x, w, b)]
             y_ref = torch.nn.functional.layer_norm(ref_leaves[0], (c,), ref_leaves[1], ref_leaves[2], 1e-5)
             y_ref.backward(dy.double().to(device))
-            res.append({"case": [m, c, dt], "y": _rel(y, y_ref), "dtype_ok": y.dtype == dtype,
-                        **{n: _rel(t.grad, r.grad) for n, t, r in zip(("dx", "dw", "db"), leaves, ref_leaves)}})
+            res.append({"case": [m, c, dt], "y": rel_err(y, y_ref), "dtype_ok": y.dtype == dtype,
+                        **{n: rel_err(t.grad, r.grad) for n, t, r in zip(("dx", "dw", "db"), leaves, ref_leaves)}})
     return res
 
 
@@ -97,7 +79,7 @@ def run_gated_cases(device: str = "cpu", cases: list = GATED_CASES) -> list[dict
             y = gated_norm_triton(dev[0], dev[1], dev[2][:, (spread - 1) * c:], dev[3], dev[4], 1e-5)
             ref = (torch.nn.functional.layer_norm(o.double() + lepe.double(), (c,), w.double(), b.double(), 1e-5)
                    * torch.nn.functional.silu(g.double()))
-            res.append({"case": [m, c, dt, spread], "y": _rel(y.cpu(), ref), "dtype_ok": y.dtype == dtype})
+            res.append({"case": [m, c, dt, spread], "y": rel_err(y.cpu(), ref), "dtype_ok": y.dtype == dtype})
     return res
 
 

@@ -31,10 +31,6 @@ from .layernorm import _normalize
 __all__ = ["dwconv_gated_norm_reference", "dwconv_gated_norm_triton", "dwconv_gelu_reference", "dwconv_gelu_triton",
            "dwconv_residual_norm_reference", "dwconv_residual_norm_triton"]
 
-# Test hook: fill every output buffer with this value before launching (NaN in the tests, so an element the
-# kernel fails to write cannot pass).
-_OUT_FILL: float | None = None
-
 _MAX_NORM_C = 256  # the LayerNorm needs a whole row of channels in one program's registers
 
 
@@ -102,13 +98,6 @@ def _dwconv_gated_norm_fwd(X, WT, BIAS, O, G, LNW, LNB, Y, H, W, eps,
     tl.store(Y + offs, (n * (g / (1.0 + tl.exp(-g)))).to(Y.dtype.element_ty), mask=mask)
 
 
-def _empty(shape: torch.Size, dtype: torch.dtype, device: torch.device) -> Tensor:
-    t = torch.empty(shape, dtype=dtype, device=device)
-    if _OUT_FILL is not None:
-        t.fill_(_OUT_FILL)
-    return t
-
-
 def _check(x: Tensor, weight: Tensor, bias: Tensor, *per_channel: Tensor) -> tuple[Tensor, int, int]:
     """Validated (contiguous x, C, K); ValueError with a one-line message otherwise."""
     if x.dim() != 4:
@@ -152,7 +141,7 @@ def dwconv_gelu_triton(x: Tensor, weight: Tensor, bias: Tensor) -> Tensor:
     x, c, k = _check(x, weight, bias)
     bc = triton.next_power_of_2(c)
     block_w = _block_w(bc, x.shape[2])
-    y = _empty(x.shape, x.dtype, x.device)
+    y = torch.empty_like(x)
     if x.numel():
         _dwconv_gelu_fwd[_grid(x, block_w)](x, _taps(weight, c, k), bias.contiguous(), y, x.shape[1], x.shape[2],
                                             C=c, KS=k, BLOCK_W=block_w, BC=bc, num_warps=4)
@@ -183,8 +172,8 @@ def dwconv_residual_norm_triton(x: Tensor, weight: Tensor, bias: Tensor, ln_weig
     taps[k * k // 2] += 1.0  # x + conv(x) is the conv with 1 added to the centre tap: the residual costs nothing
     bc = triton.next_power_of_2(c)
     block_w = _block_w(bc, x.shape[2])
-    s = _empty(x.shape, x.dtype, x.device)
-    n = _empty(x.shape, x.dtype, x.device)
+    s = torch.empty_like(x)
+    n = torch.empty_like(x)
     if x.numel():
         _dwconv_residual_norm_fwd[_grid(x, block_w)](x, taps, bias.contiguous(), ln_weight.contiguous(),
                                                      ln_bias.contiguous(), s, n, x.shape[1], x.shape[2], eps,
@@ -219,7 +208,7 @@ def dwconv_gated_norm_triton(v: Tensor, weight: Tensor, bias: Tensor, o: Tensor,
                          f"{tuple(g.shape)}")
     bc = triton.next_power_of_2(c)
     block_w = _block_w(bc, v.shape[2])
-    y = _empty(v.shape, v.dtype, v.device)
+    y = torch.empty_like(v)
     if v.numel():
         _dwconv_gated_norm_fwd[_grid(v, block_w)](v, _taps(weight, c, k), bias.contiguous(), o.contiguous(),
                                                   g.contiguous(), ln_weight.contiguous(), ln_bias.contiguous(), y,

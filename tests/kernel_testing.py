@@ -1,0 +1,56 @@
+"""Helpers of the Triton kernel tests (tests/test_kernels.py, test_layernorm_kernel.py, test_dwconv_kernel.py).
+
+- ``run_under_interpreter``: run a kernel test file as a script under the Triton interpreter and read back the
+  JSON it writes. TRITON_INTERPRET must be set before Triton is imported and must not leak into the rest of the
+  suite (a later CUDA run in the same process would silently interpret), hence a subprocess per test file.
+- ``nan_filled_buffers``: fresh torch.empty buffers come NaN-filled, so an element a kernel fails to write shows.
+- ``rel_err``: the relative RMS error every parity check compares with its tolerance.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def run_under_interpreter(script: str, out: Path, *args: str, timeout: int = 300) -> dict:
+    """``python script *args out`` with TRITON_INTERPRET=1 and no GPU visible; the JSON the script wrote to out."""
+    env = {**os.environ, "TRITON_INTERPRET": "1", "CUDA_VISIBLE_DEVICES": ""}
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), str(ROOT / "kernels"), env.get("PYTHONPATH", "")])
+    proc = subprocess.run([sys.executable, script, *args, str(out)], env=env, capture_output=True, text=True,
+                          timeout=timeout, cwd=ROOT)
+    if proc.returncode != 0:
+        raise AssertionError(f"interpreter worker failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-6000:]}")
+    return json.loads(Path(out).read_text())
+
+
+@contextlib.contextmanager
+def nan_filled_buffers() -> Iterator[None]:
+    """torch.empty / torch.empty_like return NaN-filled tensors inside: an element a kernel fails to write shows."""
+    real_empty, real_empty_like = torch.empty, torch.empty_like
+    torch.empty = lambda *a, **k: real_empty(*a, **k).fill_(float("nan"))  # type: ignore[assignment]
+    torch.empty_like = lambda *a, **k: real_empty_like(*a, **k).fill_(float("nan"))  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        torch.empty, torch.empty_like = real_empty, real_empty_like
+
+
+def rel_err(got: torch.Tensor, ref: torch.Tensor) -> float:
+    """‖got − ref‖₂ / ‖ref‖₂ in float64 on ref's device; inf when got has a non-finite element (NaN: unwritten)."""
+    ref = ref.detach().double()
+    got = got.detach().to(ref.device, torch.float64)
+    if not torch.isfinite(got).all():
+        return math.inf
+    den = ref.pow(2).mean().sqrt().item()
+    return (got - ref).pow(2).mean().sqrt().item() / max(den, 1e-300)
