@@ -11,39 +11,26 @@ Triton custom op.
 
 from __future__ import annotations
 
-import argparse
 import json
-import sys
 import time
-from pathlib import Path
 
 import torch
+from forward_ab import eager_and_replay_ms, lr_image, lr_sizes, parse_args, write_rows  # puts the repo on sys.path
 from triton.testing import do_bench
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "kernels")]
-
-from nalasr.graphs import GraphedForward  # noqa: E402
-from nalasr.model import create_model  # noqa: E402
+from nalasr.model import create_model
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--sizes", default="192x256,540x960")
-    ap.add_argument("--json", default=None)
-    a = ap.parse_args()
+    a = parse_args(__doc__.splitlines()[0])
     rows = []
-    for size in a.sizes.split(","):
-        h, w = (int(v) for v in size.split("x"))
+    for size, h, w in lr_sizes(a.sizes):
         model = create_model("default", 4).cuda().half().eval()
-        x = torch.rand(1, 3, h, w, device="cuda", dtype=torch.half).contiguous(memory_format=torch.channels_last)
+        x = lr_image(h, w)
         row: dict = {"lr": size}
         with torch.inference_mode():
             ref = model(x)
-            row["eager_ms"] = do_bench(lambda: model(x), return_mode="median")
-            g = GraphedForward(model)
-            g(x), g(x)
-            row["graph_ms"] = do_bench(lambda: g(x), return_mode="median")
+            row.update(eager_and_replay_ms(model, x))
             for mode in ("default", "reduce-overhead"):
                 try:
                     torch._dynamo.reset()
@@ -59,8 +46,7 @@ def main() -> int:
                     row[f"compiled_{mode}_error"] = repr(e)[:300]
         rows.append(row)
         print(json.dumps(row), flush=True)
-    if a.json:
-        Path(a.json).write_text(json.dumps(rows, indent=1))
+    write_rows(rows, a.json)
     return 0
 
 

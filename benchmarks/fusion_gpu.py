@@ -22,22 +22,15 @@ Results of the session-5 run of the earlier version of this script (base / split
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
-import sys
-from pathlib import Path
 
 import torch
 import torch.nn.functional as F
-from triton.testing import do_bench
+from forward_ab import eager_and_replay_ms, lr_image, lr_sizes, parse_args, write_rows  # puts the repo on sys.path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "kernels")]
-
-from nalasr.graphs import GraphedForward  # noqa: E402
-from nalasr.model import create_model  # noqa: E402
-from nalasr.model import nalasr as M  # noqa: E402
+from nalasr.model import create_model
+from nalasr.model import nalasr as M
 
 
 def mixer_one_gemm(self, x, out_scale):
@@ -59,16 +52,12 @@ FLAGS = ("NALASR_FUSED_GATE", "NALASR_FUSED_DWCONV")
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--sizes", default="192x256,540x960")
-    ap.add_argument("--json", default=None)
-    a = ap.parse_args()
+    a = parse_args(__doc__.splitlines()[0])
     rows = []
     orig_mixer = M.NalaMixer.forward
-    for size in a.sizes.split(","):
-        h, w = (int(v) for v in size.split("x"))
+    for size, h, w in lr_sizes(a.sizes):
         torch.manual_seed(0)
-        x = torch.rand(1, 3, h, w, device="cuda", dtype=torch.half).contiguous(memory_format=torch.channels_last)
+        x = lr_image(h, w)
         ref = None
         for name, (mixer_fwd, env) in VARIANTS.items():
             for flag in FLAGS:
@@ -86,19 +75,14 @@ def main() -> int:
             with torch.inference_mode():
                 y = model(x).float()
                 ref = y if ref is None else ref
-                g = GraphedForward(model)
-                g(x), g(x)
-                row = {"lr": size, "variant": name,
-                       "eager_ms": do_bench(lambda: model(x), return_mode="median"),
-                       "graph_ms": do_bench(lambda: g(x), return_mode="median"),
+                row = {"lr": size, "variant": name, **eager_and_replay_ms(model, x),
                        "max_abs_diff_vs_shipped": float((y - ref).abs().max())}
             rows.append(row)
             print(json.dumps(row), flush=True)
     M.NalaMixer.forward = orig_mixer
     for flag in FLAGS:
         os.environ.pop(flag, None)
-    if a.json:
-        Path(a.json).write_text(json.dumps(rows, indent=1))
+    write_rows(rows, a.json)
     return 0
 
 

@@ -6,13 +6,14 @@
 from __future__ import annotations
 
 import torch
+from forward_ab import lr_image  # first: it puts the repository on sys.path
 
 from nalasr.model import create_model
 
 
 def main() -> None:
     model = create_model("default", 4).cuda().half().eval().to(memory_format=torch.channels_last)
-    x = torch.rand(1, 3, 540, 960, device="cuda", dtype=torch.half).contiguous(memory_format=torch.channels_last)
+    x = lr_image(540, 960)
     with torch.inference_mode():
         for _ in range(3):
             model(x)
