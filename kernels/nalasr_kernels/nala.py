@@ -90,6 +90,7 @@ def _tanh(x):
     return tl.where(x < 0, -t, t)
 
 
+_FLT_MIN = tl.constexpr(1.1754943508222875e-38)  # smallest normal float32: |dir| below it counts as 0
 _FAST_MATH = tl.constexpr(not _INTERPRET)  # the interpreter runs NumPy: no lg2.approx / div.approx there
 
 
@@ -137,6 +138,13 @@ def _sincos_any(t):
     c = tl.where(quad == 0, c0, tl.where(quad == 1, -s0, tl.where(quad == 2, -c0, s0)))
     s = tl.where(quad == 0, s0, tl.where(quad == 1, c0, tl.where(quad == 2, -s0, -c0)))
     return c, s
+
+
+@triton.jit
+def _column(t, cols, j):
+    """Column j of a 2-D tile (cols indexes its columns) as a vector: the extra column a tensor-core product
+    carries (z beside S, dz beside nothing) comes out of the accumulator this way, once per program."""
+    return tl.sum(tl.where(cols[None, :] == j, t, 0.0), axis=1)
 
 
 @triton.jit
@@ -200,7 +208,7 @@ def _query_mag(dirn, nrm, lam, tau):
     a = tl.abs(dirn)
     # Subnormal |dir| counts as 0: the approximate log2 and division may flush it, and m = |dir|^p is 0 in
     # float32 there anyway (p ≥ λτ; the default 1.5 takes 1e-38 to 1e-57).
-    pos = a >= 1.1754943508222875e-38
+    pos = a >= _FLT_MIN
     l2 = _log2(tl.where(pos, a, 1.0))
     m = tl.where(pos, tl.exp2(p[:, None] * l2), 0.0)
     return tn, p, l2, m
@@ -321,8 +329,8 @@ def _fwd_reduce(
         acc_c = tl.dot(tl.trans(m * c), vv, acc_c, input_precision=PREC)
         acc_s = tl.dot(tl.trans(m * s), vv, acc_s, input_precision=PREC)
     if not ROPE:
-        z_c = tl.sum(tl.where(offs_z[None, :] == DV, acc_c, 0.0), axis=1)
-        z_s = tl.sum(tl.where(offs_z[None, :] == DV, acc_s, 0.0), axis=1)
+        z_c = _column(acc_c, offs_z, DV)
+        z_s = _column(acc_s, offs_z, DV)
         acc_c = tl.where(zmask[None, :], acc_c, 0.0)
         acc_s = tl.where(zmask[None, :], acc_s, 0.0)
     _store_state(PART, (pid_b * H + pid_h) * n_chunks + pid_c, acc_c, acc_s, z_c, z_s, BD, BDV, BDZ)
@@ -493,7 +501,7 @@ def _bwd_query(
         # ---- θ = clamp((π/4)·tanh(α·dir)) and m = |dir|^p → ∂L/∂dir, ∂L/∂p
         dth = tl.where(tl.abs(th_raw) <= 0.7852981633974483, dth, 0.0)
         ddir = dth * (0.7853981633974483 * alpha) * (1.0 - u * u)
-        pos = tl.abs(dirn) >= 1.1754943508222875e-38  # as in _query_mag: m = 0 below
+        pos = tl.abs(dirn) >= _FLT_MIN  # as in _query_mag: m = 0 below
         ddir += tl.where(pos, _div(dm * p[:, None] * m, tl.where(pos, dirn, 1.0)), 0.0)
         dp = tl.sum(dm * m * l2, axis=1) * 0.6931471805599453     # m·ln|dir| = m·log2|dir|·ln 2; l2 = 0 at dir = 0
         dnrm = dp * lam * (1.0 - tn * tn)
@@ -501,8 +509,8 @@ def _bwd_query(
         proj = tl.sum(ddir * dirn, axis=1)
         dx = r[:, None] * (ddir - dirn * proj[:, None]) + (dnrm * r * (2.0 - ss * r * r))[:, None] * x
         tl.store(dq_base + rows[:, None] * sdq_n + offs_d[None, :] * sdq_d, dx.to(DQ.dtype.element_ty), mask=mask_d)
-    dz_c = tl.sum(tl.where(offs_1[None, :] == 0, dz_c, 0.0), axis=1)
-    dz_s = tl.sum(tl.where(offs_1[None, :] == 0, dz_s, 0.0), axis=1)
+    dz_c = _column(dz_c, offs_1, 0)
+    dz_s = _column(dz_s, offs_1, 0)
     _store_state(PART, (pid_b * H + pid_h) * n_chunks + pid_c, ds_c, ds_s, dz_c, dz_s, BD, BDV, BDV)
 
 
