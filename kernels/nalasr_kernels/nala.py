@@ -26,8 +26,9 @@ Backward. With g_t = ∂L/∂o_t (chain rule, per (b, h)):
     ∂L/∂v_j  = (1/N) dSᵀ φ̃k_j                                (Dv)
     ∂L/∂φ̃k_j = (1/N) dS v_j     ∂L/∂φk_j = (1/N) dz          (2D; the z-part is the same for every key)
   so the backward is one pass over queries (map: dq; reduce: dS, dz partials, from q, g and the saved S, z;
-  o is neither read nor recomputed: g·num = den·(φ̃q·S·dnum) gives dden from ∂L/∂φ̃q), the same deterministic combine (scaled by 1/N), and one pass over keys (map:
-  dk, dv from k, v and dS/N, dz/N). q, g, k, v read once, dq, dk, dv written once.
+  o is neither read nor recomputed: g·num = den·(φ̃q·S·dnum) gives dden from ∂L/∂φ̃q), the same deterministic
+  combine (scaled by 1/N), and one pass over keys (map: dk, dv from k, v and dS/N, dz/N). q, g, k, v read
+  once, dq, dk, dv written once.
 
   Through the feature map, per element i, with (gc, gs) the gradient of φ's cos/sin halves and (g̃c, g̃s) that of
   φ̃'s (c = cos θ, s = sin θ, c̃ = cos(θ+a), s̃ = sin(θ+a)):
