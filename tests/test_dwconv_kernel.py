@@ -176,30 +176,24 @@ def test_bad_arguments_raise_value_error(what, match):
 
 
 @torch.no_grad()
-def test_ops_fall_back_to_the_model_composition_off_cuda():
-    """nalasr.ops.dwconv_gelu / dwconv_residual_norm on CPU are the block's unfused ops, whatever the opt-in."""
+def test_ops_fall_back_to_the_model_composition_off_cuda(monkeypatch):
+    """nalasr.ops.dwconv_gelu / dwconv_residual_norm / dwconv_gated_norm on CPU are the block's unfused ops,
+    whatever the opt-in."""
     from nalasr.model.nalasr import LayerNorm, _dwconv
     from nalasr.ops import dwconv_gated_norm, dwconv_gelu, dwconv_residual_norm
 
+    monkeypatch.setenv("NALASR_FUSED_DWCONV", "1")
     torch.manual_seed(0)
     x = torch.randn(2, 5, 7, 24)
     conv = torch.nn.Conv2d(24, 24, 3, padding=1, groups=24)
     norm = LayerNorm(24)
     torch.nn.init.normal_(norm.weight)
-    os.environ["NALASR_FUSED_DWCONV"] = "1"
-    try:
-        torch.testing.assert_close(dwconv_gelu(x, conv.weight, conv.bias), F.gelu(_dwconv(x, conv)), rtol=0, atol=0)
-        s, n = dwconv_residual_norm(x, conv.weight, conv.bias, norm.weight, norm.bias, norm.eps)
-    finally:
-        del os.environ["NALASR_FUSED_DWCONV"]
+    torch.testing.assert_close(dwconv_gelu(x, conv.weight, conv.bias), F.gelu(_dwconv(x, conv)), rtol=0, atol=0)
+    s, n = dwconv_residual_norm(x, conv.weight, conv.bias, norm.weight, norm.bias, norm.eps)
     torch.testing.assert_close(s, x + _dwconv(x, conv), rtol=0, atol=0)
     torch.testing.assert_close(n, norm(s), rtol=0, atol=0)
     o, g = torch.randn(2, x.shape[0], 5, 7, 24).unbind(0)
-    os.environ["NALASR_FUSED_DWCONV"] = "1"
-    try:
-        y = dwconv_gated_norm(x, conv.weight, conv.bias, o, g, norm.weight, norm.bias, norm.eps)
-    finally:
-        del os.environ["NALASR_FUSED_DWCONV"]
+    y = dwconv_gated_norm(x, conv.weight, conv.bias, o, g, norm.weight, norm.bias, norm.eps)
     torch.testing.assert_close(y, norm(o + _dwconv(x, conv)) * F.silu(g), rtol=0, atol=0)
 
 
