@@ -20,5 +20,17 @@ say "block variants"
 timeout 90 python3 benchmarks/fusion_gpu.py --json $OUT/fusion.json >> $LOG 2>&1; say "fusion rc=$?"
 say "network profile 540x960"
 timeout 60 python3 benchmarks/profile_gpu.py > $OUT/profile_540x960.txt 2>&1; say "profile rc=$?"
+NALASR_FUSED_DWCONV=1 timeout 60 python3 benchmarks/profile_gpu.py > $OUT/profile_540x960_dwconv.txt 2>&1
+say "profile dwconv rc=$?"
+NCU=$(command -v ncu || ls /usr/local/cuda*/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
+if [ -n "$NCU" ]; then  # where the attention kernels' time goes (the 60%-of-bandwidth item)
+  say "ncu $NCU"
+  timeout 150 $NCU --profile-from-start off -k regex:"_fwd_reduce|_fwd_map|_bwd_query|_bwd_key" \
+    --section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats \
+    --section InstructionStats --section MemoryWorkloadAnalysis python3 benchmarks/ncu_attention.py \
+    > $OUT/ncu_attention.txt 2>&1; say "ncu rc=$?"
+else
+  say "no ncu on this machine"
+fi
 grep -E "FAIL|ERROR|passed|failed|518400 |==|variant|µs ×" $LOG | tail -45
 head -30 $OUT/profile_540x960.txt

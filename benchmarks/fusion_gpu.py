@@ -9,9 +9,14 @@ layer-scale `addcmul` (a broadcast operand). The shipped block (since session 5)
 C-wide GEMMs, folds γ into proj / fc2 (`_scaled_linear`) and runs norm(o + LePE)·SiLU(g) as one Triton pass
 (`nalasr.ops.gated_norm`). Variants, all the same function of the weights:
 
-- ``shipped``: the model as it is;
-- ``+dwconv``: NALASR_FUSED_DWCONV=1, the depthwise convs fused with their epilogues (nalasr_kernels.dwconv):
-  x + CPE(x) with norm1 in one pass, and the FFN's conv with GELU;
+- ``shipped``: the model as it is (since session 7 with the depthwise convs fused with their epilogues,
+  nalasr_kernels.dwconv: x + CPE(x) with norm1, the FFN's conv with GELU, LePE with the gated norm);
+- ``conv bias add``: NALASR_FUSED_CONV_BIAS=0, PyTorch's biased convs (a strided broadcast add after each) and a
+  separate residual add, instead of nalasr.ops.conv2d_bias_add's one pass;
+- ``residual add``: NALASR_FUSED_RESIDUAL=0, the residual updates as a product and an add pass instead of one
+  in-place GEMM over the fused kernels' ones column (nalasr.ops.fused_residual_wanted);
+- ``dwconv off``: NALASR_FUSED_DWCONV=0, cuDNN's depthwise convs and the separate epilogues (shipped until
+  session 7; it was 25.6 against 19.9 ms with them, results/h200/session7/fusion.json);
 - ``gate off``: NALASR_FUSED_GATE=0, the PyTorch ops for the gate;
 - ``one qkvg GEMM``: q, k, v, g as strided views of one 4C-wide GEMM (the layout before), gate off.
 
@@ -44,11 +49,13 @@ def mixer_one_gemm(self, x, out_scale):
 
 VARIANTS = {  # name: (mixer forward or None for the shipped one, environment)
     "shipped": (None, {}),
-    "+dwconv": (None, {"NALASR_FUSED_DWCONV": "1"}),
-    "gate off": (None, {"NALASR_FUSED_GATE": "0"}),
-    "one qkvg GEMM": (mixer_one_gemm, {"NALASR_FUSED_GATE": "0"}),
+    "conv bias add": (None, {"NALASR_FUSED_CONV_BIAS": "0"}),
+    "residual add": (None, {"NALASR_FUSED_RESIDUAL": "0"}),
+    "dwconv off": (None, {"NALASR_FUSED_DWCONV": "0"}),
+    "gate off": (None, {"NALASR_FUSED_GATE": "0", "NALASR_FUSED_DWCONV": "0"}),
+    "one qkvg GEMM": (mixer_one_gemm, {"NALASR_FUSED_GATE": "0", "NALASR_FUSED_DWCONV": "0"}),
 }
-FLAGS = ("NALASR_FUSED_GATE", "NALASR_FUSED_DWCONV")
+FLAGS = ("NALASR_FUSED_GATE", "NALASR_FUSED_DWCONV", "NALASR_FUSED_RESIDUAL", "NALASR_FUSED_CONV_BIAS")
 
 
 def main() -> int:

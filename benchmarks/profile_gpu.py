@@ -18,10 +18,15 @@ def main() -> None:
         for _ in range(3):
             model(x)
         torch.cuda.synchronize()
-        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        acts = [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
+        with torch.profiler.profile(activities=acts, record_shapes=True) as prof:
             model(x)
             torch.cuda.synchronize()
-    print(prof.key_averages().table(sort_by="cuda_time_total", row_limit=25, max_name_column_width=70))
+    # By kernel, then by the aten op (and input shapes) that launched it: the kernel names of PyTorch's
+    # elementwise ops do not say which op they belong to.
+    print(prof.key_averages().table(sort_by="self_cuda_time_total", row_limit=25, max_name_column_width=90))
+    print(prof.key_averages(group_by_input_shape=True).table(
+        sort_by="cuda_time_total", row_limit=40, max_name_column_width=40, max_shapes_column_width=70))
 
 
 if __name__ == "__main__":

@@ -57,36 +57,73 @@ def _inputs(case: tuple, device: str) -> tuple[torch.Tensor, ...]:
             *(t.to(device=device, dtype=dtype if odd else torch.float32) for t in (weight, bias, ln_w, ln_b)))
 
 
+def _rows(i: int) -> int:
+    """Image rows a program for case i: 1, or 3, which leaves the last program of most cases rows past the end."""
+    return (1, 3)[i % 2]
+
+
+def _ones_pad(i: int) -> int:
+    """Columns after the C channels for case i (0 for most; a 1 and zeros for a GEMM's bias otherwise)."""
+    return (0, 0, 8, 0, 0, 16)[i % 6]
+
+
+def _split_ones(y: torch.Tensor, ref: torch.Tensor, pad: int) -> tuple[torch.Tensor, bool]:
+    """y's first C channels, and whether y is contiguous and (pad > 0) ends in exactly a 1 and pad − 1 zeros."""
+    ok = y.is_contiguous()
+    if pad:
+        c = ref.shape[-1]
+        tail = torch.zeros(*ref.shape[:-1], pad, dtype=ref.dtype)
+        tail[..., 0] = 1
+        ok = ok and y.shape[-1] == c + pad and torch.equal(y[..., c:].cpu(), tail)
+        y = y[..., :c]
+    return y, ok
+
+
 def run_cases(device: str = "cpu") -> dict[str, list[dict]]:
     """Every case on ``device`` with NaN-filled outputs: relative errors against the references, dtype and
     layout checks. Also usable on CUDA (the kernels then compile for the GPU)."""
     from nalasr_kernels import dwconv as D
 
-    with nan_filled_buffers():
-        gelu = []
-        for case in GELU_CASES:
-            x, weight, bias, _, _ = _inputs(case, device)
-            y = D.dwconv_gelu_triton(x, weight, bias)
-            ref = D.dwconv_gelu_reference(*(t.cpu() for t in (x, weight, bias)))  # CPU: no TF32, no cuDNN choice
-            gelu.append({"case": case, "y": rel_err(y, ref), "ok": y.dtype == x.dtype and y.shape == x.shape
-                         and y.is_contiguous()})
-        norm = []
-        for case in NORM_CASES:
-            x, weight, bias, ln_w, ln_b = _inputs(case, device)
-            w0 = weight.clone()
-            s, n = D.dwconv_residual_norm_triton(x, weight, bias, ln_w, ln_b, 1e-5)
-            s_ref, n_ref = D.dwconv_residual_norm_reference(*(t.cpu() for t in (x, weight, bias, ln_w, ln_b)), 1e-5)
-            ok = all(t.dtype == x.dtype and t.shape == x.shape and t.is_contiguous() for t in (s, n))
-            norm.append({"case": case, "s": rel_err(s, s_ref), "n": rel_err(n, n_ref),
-                         "ok": ok and torch.equal(weight, w0)})  # the residual fold must not touch the weight
-        gated = []
-        for case in GATED_CASES:
-            v, weight, bias, ln_w, ln_b = _inputs(case, device)
-            o, g = (torch.randn(v.shape, generator=torch.Generator().manual_seed(i)).to(v) for i in (1, 2))
-            y = D.dwconv_gated_norm_triton(v, weight, bias, o, g, ln_w, ln_b, 1e-5)
-            ref = D.dwconv_gated_norm_reference(*(t.cpu() for t in (v, weight, bias, o, g, ln_w, ln_b)), 1e-5)
-            gated.append({"case": case, "y": rel_err(y, ref), "ok": y.dtype == v.dtype and y.shape == v.shape
-                          and y.is_contiguous()})
+    default_rows = D.ROWS
+    try:
+        with nan_filled_buffers():
+            return _run_cases(D, device)
+    finally:
+        D.ROWS = default_rows
+
+
+def _run_cases(D, device: str) -> dict[str, list[dict]]:
+    gelu = []
+    for i, case in enumerate(GELU_CASES):
+        D.ROWS = _rows(i)
+        x, weight, bias, _, _ = _inputs(case, device)
+        pad = _ones_pad(i)
+        y = D.dwconv_gelu_triton(x, weight, bias, ones_pad=pad)
+        ref = D.dwconv_gelu_reference(*(t.cpu() for t in (x, weight, bias)))  # CPU: no TF32, no cuDNN choice
+        y, ok = _split_ones(y, ref, pad)
+        gelu.append({"case": case, "ones_pad": pad, "y": rel_err(y, ref),
+                     "ok": ok and y.dtype == x.dtype and y.shape == x.shape})
+    norm = []
+    for i, case in enumerate(NORM_CASES):
+        D.ROWS = _rows(i)
+        x, weight, bias, ln_w, ln_b = _inputs(case, device)
+        w0 = weight.clone()
+        s, n = D.dwconv_residual_norm_triton(x, weight, bias, ln_w, ln_b, 1e-5)
+        s_ref, n_ref = D.dwconv_residual_norm_reference(*(t.cpu() for t in (x, weight, bias, ln_w, ln_b)), 1e-5)
+        ok = all(t.dtype == x.dtype and t.shape == x.shape and t.is_contiguous() for t in (s, n))
+        norm.append({"case": case, "s": rel_err(s, s_ref), "n": rel_err(n, n_ref),
+                     "ok": ok and torch.equal(weight, w0)})  # the residual fold must not touch the weight
+    gated = []
+    for i, case in enumerate(GATED_CASES):
+        D.ROWS = _rows(i)
+        v, weight, bias, ln_w, ln_b = _inputs(case, device)
+        o, g = (torch.randn(v.shape, generator=torch.Generator().manual_seed(i)).to(v) for i in (1, 2))
+        pad = _ones_pad(i)
+        y = D.dwconv_gated_norm_triton(v, weight, bias, o, g, ln_w, ln_b, 1e-5, ones_pad=pad)
+        ref = D.dwconv_gated_norm_reference(*(t.cpu() for t in (v, weight, bias, o, g, ln_w, ln_b)), 1e-5)
+        y, ok = _split_ones(y, ref, pad)
+        gated.append({"case": case, "ones_pad": pad, "y": rel_err(y, ref),
+                      "ok": ok and y.dtype == v.dtype and y.shape == v.shape})
     return {"gelu": gelu, "norm": norm, "gated": gated}
 
 
@@ -175,10 +212,28 @@ def test_bad_arguments_raise_value_error(what, match):
             dwconv_gelu_triton(x, w, b)
 
 
+@pytest.mark.parametrize("name", ["dwconv_gelu_triton", "dwconv_residual_norm_triton", "dwconv_gated_norm_triton",
+                                  "layer_norm_triton", "gated_norm_triton", "nala_attention_triton",
+                                  "bias_add_triton"])
+def test_package_wrappers_take_what_the_kernels_take(name):
+    """nalasr_kernels' lazy wrappers (Triton imported on first call) must pass on every argument of the function
+    they stand for: same parameter names and defaults."""
+    import importlib
+    import inspect
+
+    import nalasr_kernels
+
+    module = {"dwconv": ".dwconv", "layer": ".layernorm", "gated": ".layernorm", "nala": ".nala",
+              "bias": ".bias_add"}[name.split("_")[0]]
+    impl = getattr(importlib.import_module(module, "nalasr_kernels"), name)
+    strip = lambda f: [(p.name, p.default) for p in inspect.signature(f).parameters.values()]  # noqa: E731
+    assert strip(getattr(nalasr_kernels, name)) == strip(impl)
+
+
 @torch.no_grad()
 def test_ops_fall_back_to_the_model_composition_off_cuda(monkeypatch):
     """nalasr.ops.dwconv_gelu / dwconv_residual_norm / dwconv_gated_norm on CPU are the block's unfused ops,
-    whatever the opt-in."""
+    whatever NALASR_FUSED_DWCONV says."""
     from nalasr.model.nalasr import LayerNorm, _dwconv
     from nalasr.ops import dwconv_gated_norm, dwconv_gelu, dwconv_residual_norm
 

@@ -240,3 +240,36 @@ def test_cpu_autocast_bf16_runs_the_same_with_and_without_autograd():
         b.float().square().mean().backward()
     assert torch.isfinite(a).all() and torch.equal(a, b.detach())
     assert _rel_rms(a, model(x).detach()) < 0.05
+
+
+@pytest.mark.parametrize("gate", [True, False])
+def test_fused_block_paths_equal_plain_forward(monkeypatch, gate):
+    """The CUDA inference paths of the block, run on CPU: the model is told the fused kernels run (the ops then
+    fall back to their PyTorch compositions, ones column included), so the residual updates go through the
+    in-place GEMM with the bias in the ones column (gate=True) or through its fallback add (gate=False)."""
+    import nalasr.model.nalasr as M
+
+    for name in ("fused_dwconv_wanted", "fused_residual_wanted"):
+        monkeypatch.setattr(M, name, lambda x: True)
+    monkeypatch.setattr(M, "fused_gate_wanted", lambda x: gate)
+    model = _model("default", 4, seed=3)
+    x = torch.rand(1, 3, 9, 13, generator=torch.Generator().manual_seed(10))
+    with torch.inference_mode():
+        fast = model(x)
+        plain = _plain_forward(model, x)
+    assert _rel_rms(fast, plain) < 1e-5
+
+
+def test_project_puts_bias_and_residual_into_one_gemm():
+    from nalasr.model.nalasr import _project, _scaled_linear
+    from nalasr.ops import with_ones_column
+
+    g = torch.Generator().manual_seed(11)
+    lin = torch.nn.Linear(24, 16)
+    gamma, y, r = torch.rand(16, generator=g), torch.randn(2, 3, 5, 24, generator=g), torch.randn(2, 3, 5, 16, generator=g)
+    want = r + _scaled_linear(y, lin, gamma)
+    with torch.no_grad():
+        buf = r.clone()
+        got = _project(with_ones_column(y), lin, gamma, buf)
+    assert got.data_ptr() == buf.data_ptr()  # in place
+    torch.testing.assert_close(got, want.detach(), rtol=1e-5, atol=1e-5)

@@ -9,8 +9,13 @@
 # config and the exported weights to $OUT.
 set -u
 export PYTHONPATH=$PWD:$PWD/kernels PYTHONUNBUFFERED=1
-RUN=.carry/run
-if ! ls $RUN/checkpoints/ckpt_*.pt >/dev/null 2>&1; then   # first call of a session: seed from the repo
+RUN=.carry/${RUN:-run}
+START="--resume $([ "${RESTART:-1}" = 1 ] && echo --restart --lr ${LR:-2e-4})"
+if ls $RUN/checkpoints/ckpt_*.pt >/dev/null 2>&1; then
+  :  # a later call of the session: the machine kept the run
+elif [ -n "${INIT:-}" ]; then  # a new run from weights
+  START="--init $INIT --scale ${SCALE:?SCALE with INIT} --lr ${LR:-2e-4}"
+else  # first call of a session: seed from the repo
   mkdir -p $RUN/checkpoints && cp training/default_x234/ckpt_*.pt $RUN/checkpoints/
   cp training/default_x234/log.jsonl $RUN/ 2>/dev/null
 fi
@@ -18,12 +23,13 @@ fi
 # .carry/train_env (environment, e.g. the fused LayerNorm) and .carry/train_override.toml (config keys that
 # override the run's own, e.g. attention_backend = "reference" when the kernel check failed).
 [ -f .carry/train_env ] && . .carry/train_env && cat .carry/train_env
+OVR=${OVR:-.carry/train_override.toml}
 OVERRIDE=""
-[ -f .carry/train_override.toml ] && OVERRIDE="--config .carry/train_override.toml" && cat .carry/train_override.toml
+[ -f $OVR ] && OVERRIDE="--config $OVR" && cat $OVR
 nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv,noheader
-python3 -m nalasr train --out $RUN --resume $OVERRIDE --data .carry/data/train --data-root .carry/data \
+python3 -m nalasr train --out $RUN $START $OVERRIDE --data .carry/data/train --data-root .carry/data \
   --steps ${STEPS:-1000000} --max-minutes ${MIN:-7.5} $([ "${FIT:-1}" = 1 ] && echo --fit-schedule || echo --no-fit-schedule) \
-  $([ "${RESTART:-1}" = 1 ] && echo --restart --lr ${LR:-2e-4}) --device cuda \
+  --device cuda \
   ${EXTRA:-} 2>&1 \
   | tee $OUT/train_stdout.txt | grep -v "^train " | tail -30
 cp $(ls $RUN/checkpoints/ckpt_*.pt | tail -1) $RUN/log.jsonl $RUN/config.toml $OUT/

@@ -9,9 +9,12 @@ this package costs nothing when Triton is missing.
         Same signature and math as ``nalasr.ops.nala.nala_attention_reference``; differentiable in q, k, v.
     layer_norm_triton(x, normalized_shape, weight, bias, eps) -> y
         LayerNorm over the last axis (C ≤ 256); the signature and math of ``torch.nn.functional.layer_norm``.
-    dwconv_gelu_triton(x, weight, bias) -> y;  dwconv_residual_norm_triton(x, weight, bias, ln_w, ln_b, eps) -> (s, n)
-    dwconv_gated_norm_triton(v, weight, bias, o, g, ln_w, ln_b, eps) -> y
+    dwconv_gelu_triton(x, weight, bias, ones_pad=0) -> y
+    dwconv_residual_norm_triton(x, weight, bias, ln_w, ln_b, eps) -> (s, n)
+    dwconv_gated_norm_triton(v, weight, bias, o, g, ln_w, ln_b, eps, ones_pad=0) -> y
         Depthwise conv on (B, H, W, C) maps fused with its epilogue, inference only (:mod:`nalasr_kernels.dwconv`).
+    bias_add_triton(x, bias, residual=None) -> x
+        x + bias (+ residual) over the last axis, in place, inference only (:mod:`nalasr_kernels.bias_add`).
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from __future__ import annotations
 import importlib.util
 from typing import Any
 
-__all__ = ["HAS_TRITON", "dwconv_gated_norm_triton", "dwconv_gelu_triton", "dwconv_residual_norm_triton", "gated_norm_triton", "layer_norm_triton",
+__all__ = ["HAS_TRITON", "bias_add_triton", "dwconv_gated_norm_triton", "dwconv_gelu_triton", "dwconv_residual_norm_triton", "gated_norm_triton", "layer_norm_triton",
            "nala_attention_triton"]
 
 
@@ -62,9 +65,9 @@ def gated_norm_triton(o, lepe, g, weight, bias, eps: float = 1e-5):
     return _impl(".layernorm", "gated_norm_triton")(o, lepe, g, weight, bias, eps)
 
 
-def dwconv_gelu_triton(x, weight, bias):
+def dwconv_gelu_triton(x, weight, bias, ones_pad: int = 0):
     """GELU(depthwise conv + bias), inference; see :func:`nalasr_kernels.dwconv.dwconv_gelu_triton`."""
-    return _impl(".dwconv", "dwconv_gelu_triton")(x, weight, bias)
+    return _impl(".dwconv", "dwconv_gelu_triton")(x, weight, bias, ones_pad)
 
 
 def dwconv_residual_norm_triton(x, weight, bias, ln_weight, ln_bias, eps: float = 1e-5):
@@ -72,9 +75,14 @@ def dwconv_residual_norm_triton(x, weight, bias, ln_weight, ln_bias, eps: float 
     return _impl(".dwconv", "dwconv_residual_norm_triton")(x, weight, bias, ln_weight, ln_bias, eps)
 
 
-def dwconv_gated_norm_triton(v, weight, bias, o, g, ln_weight, ln_bias, eps: float = 1e-5):
+def dwconv_gated_norm_triton(v, weight, bias, o, g, ln_weight, ln_bias, eps: float = 1e-5, ones_pad: int = 0):
     """LayerNorm(o + depthwise conv(v) + bias)·SiLU(g), inference; see :mod:`nalasr_kernels.dwconv`."""
-    return _impl(".dwconv", "dwconv_gated_norm_triton")(v, weight, bias, o, g, ln_weight, ln_bias, eps)
+    return _impl(".dwconv", "dwconv_gated_norm_triton")(v, weight, bias, o, g, ln_weight, ln_bias, eps, ones_pad)
+
+
+def bias_add_triton(x, bias, residual=None):
+    """x + bias (+ residual) over the last axis, into x, inference; see :mod:`nalasr_kernels.bias_add`."""
+    return _impl(".bias_add", "bias_add_triton")(x, bias, residual)
 
 
 def __getattr__(name: str) -> Any:  # NalaAttentionFunction without importing Triton up front

@@ -2,16 +2,18 @@
 
 Why: at 540×960 LR on the H200 the forward ran a cuDNN depthwise conv and then a separate GELU pass, and a
 depthwise conv (the CPE), a residual add and a LayerNorm as three more passes, each a full read and write of
-a 66–132 MB tensor. Here one program computes BLOCK_W pixels of one image row × all C channels: it sums the
-K·K shifted tiles in fp32 (the shifted reads overlap, so most should hit in L1/L2 and DRAM see x about once; not
-yet measured on a GPU), then applies the epilogue in registers and writes the result once. C is a compile-time
-constant (one compile per layer width): the channel mask folds away and loads vectorise for any C divisible by 8.
+a 66–132 MB tensor. Here one program computes BLOCK_W pixels × all C channels of ROWS image rows: it sums the
+K·K shifted tiles in fp32 (the shifted reads overlap and hit in L1/L2), then applies the epilogue in registers
+and writes the result once. C is a compile-time constant (one compile per layer width): the channel mask folds
+away and loads vectorise for any C divisible by 8. H200, fp16, 540×960 (benchmarks/dwconv_gpu.py): 92, 182 and
+196 µs for the three below at the model's C and K, against 757, 357 and 884 µs for cuDNN + PyTorch.
 
-    dwconv_gelu_triton(x, weight, bias) -> y                        y = GELU(dwconv(x) + bias)
+    dwconv_gelu_triton(x, weight, bias, ones_pad=0) -> y            y = GELU(dwconv(x) + bias)
     dwconv_residual_norm_triton(x, weight, bias, ln_w, ln_b, eps) -> (s, n)
                                                                     s = x + dwconv(x) + bias, n = LayerNorm(s)
-    dwconv_gated_norm_triton(v, weight, bias, o, g, ln_w, ln_b, eps) -> y
+    dwconv_gated_norm_triton(v, weight, bias, o, g, ln_w, ln_b, eps, ones_pad=0) -> y
                                                                     y = LayerNorm(o + dwconv(v) + bias)·SiLU(g)
+    ones_pad > 0: y carries a column of ones (then zeros) after its C channels, for a GEMM adding its bias.
 
 Each has a PyTorch reference beside it with the same signature (``*_reference``): everything in fp32, one
 rounding to x's dtype at the end; the kernels compute the same thing. The depthwise conv is that of
@@ -19,6 +21,8 @@ rounding to x's dtype at the end; the kernels compute the same thing. The depthw
 """
 
 from __future__ import annotations
+
+import os
 
 import torch
 import torch.nn.functional as F
@@ -28,20 +32,22 @@ from torch import Tensor
 
 from .layernorm import _normalize
 
-__all__ = ["dwconv_gated_norm_reference", "dwconv_gated_norm_triton", "dwconv_gelu_reference", "dwconv_gelu_triton",
-           "dwconv_residual_norm_reference", "dwconv_residual_norm_triton"]
+__all__ = ["dwconv_gated_norm_reference", "dwconv_gated_norm_triton", "dwconv_gelu_reference",
+           "dwconv_gelu_triton", "dwconv_residual_norm_reference", "dwconv_residual_norm_triton"]
 
 _MAX_NORM_C = 256  # the LayerNorm needs a whole row of channels in one program's registers
 
 
 @triton.jit
-def _dw_tile(X, WT, row, H, W, C: tl.constexpr, KS: tl.constexpr, BLOCK_W: tl.constexpr, BC: tl.constexpr):
+def _dw_tile(X, WT, row, BH, H, W, C: tl.constexpr, KS: tl.constexpr, BLOCK_W: tl.constexpr, BC: tl.constexpr):
     """Depthwise conv without bias of pixels [pid(1)·BLOCK_W, +BLOCK_W) of flat image row ``row`` (= b·H + y).
 
-    X: (B·H, W, C) row-major; WT: (K·K, C) fp32 taps. Returns the fp32 (BLOCK_W, BC) sums (0 in padded
-    channels), the output element offsets (int64), the 2-D store mask, the channel indices and their mask.
+    X: (B·H, W, C) row-major; WT: (K·K, C) fp32 taps; rows ≥ BH (past a program's last image row) read and store
+    nothing. Returns the fp32 (BLOCK_W, BC) sums (0 in padded channels), the output element offsets (int64),
+    the 2-D store mask, the channel indices and their mask.
     """
     y = row % H
+    valid = row < BH
     ws = tl.program_id(1) * BLOCK_W + tl.arange(0, BLOCK_W)
     cols = tl.arange(0, BC)
     cmask = cols < C
@@ -50,7 +56,7 @@ def _dw_tile(X, WT, row, H, W, C: tl.constexpr, KS: tl.constexpr, BLOCK_W: tl.co
         yy = y + (dy - KS // 2)
         # rows outside the image read nothing: an empty column range (a scalar bool & a vector mask would be
         # simpler, but the interpreter turns that mask into int32 and rejects it)
-        w_end = tl.where((yy >= 0) & (yy < H), W, 0)
+        w_end = tl.where((yy >= 0) & (yy < H) & valid, W, 0)
         # int64 before multiplying: B·H·W·C passes 2^31 at full HD; offsets within one row stay int32
         base = X + (row + (dy - KS // 2)).to(tl.int64) * W * C
         for dx in tl.static_range(KS):
@@ -60,42 +66,69 @@ def _dw_tile(X, WT, row, H, W, C: tl.constexpr, KS: tl.constexpr, BLOCK_W: tl.co
             tap = tl.load(WT + (dy * KS + dx) * C + cols, mask=cmask, other=0.0)
             acc += v * tap[None, :]
     offs = row.to(tl.int64) * W * C + ws[:, None] * C + cols[None, :]
-    return acc, offs, (ws < W)[:, None] & cmask[None, :], cols, cmask
+    return acc, offs, (ws < tl.where(valid, W, 0))[:, None] & cmask[None, :], cols, cmask
 
 
 @triton.jit
-def _dwconv_gelu_fwd(X, WT, BIAS, Y, H, W,
-                     C: tl.constexpr, KS: tl.constexpr, BLOCK_W: tl.constexpr, BC: tl.constexpr):
-    """Y = GELU(dwconv(X) + BIAS) (exact erf GELU) for one program's (BLOCK_W, C) tile; X, Y (B·H, W, C)."""
-    acc, offs, mask, cols, cmask = _dw_tile(X, WT, tl.program_id(0), H, W, C, KS, BLOCK_W, BC)
-    acc += tl.load(BIAS + cols, mask=cmask, other=0.0).to(tl.float32)[None, :]
-    y = 0.5 * acc * (1.0 + tl.math.erf(acc * 0.7071067811865476))
-    tl.store(Y + offs, y.to(Y.dtype.element_ty), mask=mask)
+def _store_out(Y, row, y, mask, cols, BH, W, C: tl.constexpr, YC: tl.constexpr, BLOCK_W: tl.constexpr):
+    """Store one (BLOCK_W, BC) result tile into Y (B·H, W, YC). With YC > C the row goes on with a 1 and zeros up
+    to YC: the column a following GEMM multiplies by its bias (see ``ones_pad``)."""
+    ws = tl.program_id(1) * BLOCK_W + tl.arange(0, BLOCK_W)
+    pix = row.to(tl.int64) * W + ws
+    tl.store(Y + pix[:, None] * YC + cols[None, :], y.to(Y.dtype.element_ty), mask=mask)
+    if YC > C:
+        pad = tl.arange(0, YC - C)
+        ones = tl.where(pad == 0, 1.0, 0.0)
+        pmask = (ws < tl.where(row < BH, W, 0))[:, None] & (pad[None, :] < YC - C)
+        tl.store(Y + pix[:, None] * YC + C + pad[None, :],
+                 tl.broadcast_to(ones[None, :], (BLOCK_W, YC - C)).to(Y.dtype.element_ty), mask=pmask)
+
+
+# Each program computes ROWS consecutive image rows of one BLOCK_W-wide column strip, top to bottom: the K input
+# rows a row needs are K − 1 of the previous row's, read moments earlier on the same SM, so they come from L1
+# rather than L2 (with one row a program, the K programs reading an input row sit on different SMs).
 
 
 @triton.jit
-def _dwconv_residual_norm_fwd(X, WT, BIAS, LNW, LNB, S, N, H, W, eps,
-                              C: tl.constexpr, KS: tl.constexpr, BLOCK_W: tl.constexpr, BC: tl.constexpr):
-    """S = X + dwconv(X) + BIAS and N = LayerNorm_C(S) for one program's tile; the residual is folded into WT's
+def _dwconv_gelu_fwd(X, WT, BIAS, Y, BH, H, W, C: tl.constexpr, KS: tl.constexpr, BLOCK_W: tl.constexpr,
+                     BC: tl.constexpr, ROWS: tl.constexpr, YC: tl.constexpr):
+    """Y = GELU(dwconv(X) + BIAS) (exact erf GELU) for one program's ROWS × (BLOCK_W, C) tiles; X (B·H, W, C),
+    Y (B·H, W, YC)."""
+    for r in range(ROWS):
+        row = tl.program_id(0) * ROWS + r
+        acc, offs, mask, cols, cmask = _dw_tile(X, WT, row, BH, H, W, C, KS, BLOCK_W, BC)
+        acc += tl.load(BIAS + cols, mask=cmask, other=0.0).to(tl.float32)[None, :]
+        y = 0.5 * acc * (1.0 + tl.math.erf(acc * 0.7071067811865476))
+        _store_out(Y, row, y, mask, cols, BH, W, C, YC, BLOCK_W)
+
+
+@triton.jit
+def _dwconv_residual_norm_fwd(X, WT, BIAS, LNW, LNB, S, N, BH, H, W, eps, C: tl.constexpr, KS: tl.constexpr,
+                              BLOCK_W: tl.constexpr, BC: tl.constexpr, ROWS: tl.constexpr):
+    """S = X + dwconv(X) + BIAS and N = LayerNorm_C(S) for one program's tiles; the residual is folded into WT's
     centre tap by the host. N is normalised from the fp32 S, before S is rounded to its storage dtype."""
-    s, offs, mask, cols, cmask = _dw_tile(X, WT, tl.program_id(0), H, W, C, KS, BLOCK_W, BC)
-    s += tl.load(BIAS + cols, mask=cmask, other=0.0).to(tl.float32)[None, :]
-    tl.store(S + offs, s.to(S.dtype.element_ty), mask=mask)
-    n, _, _ = _normalize(s, mask, cols, cmask, LNW, LNB, C, eps)
-    tl.store(N + offs, n.to(N.dtype.element_ty), mask=mask)
+    for r in range(ROWS):
+        s, offs, mask, cols, cmask = _dw_tile(X, WT, tl.program_id(0) * ROWS + r, BH, H, W, C, KS, BLOCK_W, BC)
+        s += tl.load(BIAS + cols, mask=cmask, other=0.0).to(tl.float32)[None, :]
+        tl.store(S + offs, s.to(S.dtype.element_ty), mask=mask)
+        n, _, _ = _normalize(s, mask, cols, cmask, LNW, LNB, C, eps)
+        tl.store(N + offs, n.to(N.dtype.element_ty), mask=mask)
 
 
 @triton.jit
-def _dwconv_gated_norm_fwd(X, WT, BIAS, O, G, LNW, LNB, Y, H, W, eps,
-                           C: tl.constexpr, KS: tl.constexpr, BLOCK_W: tl.constexpr, BC: tl.constexpr):
-    """Y = LayerNorm_C(O + dwconv(X) + BIAS)·SiLU(G) for one program's tile; X, O, G, Y (B·H, W, C). The mixer's
-    LePE (X = v) is never written: its conv, the sum with the attention output, the norm and the gate are one pass."""
-    acc, offs, mask, cols, cmask = _dw_tile(X, WT, tl.program_id(0), H, W, C, KS, BLOCK_W, BC)
-    acc += tl.load(BIAS + cols, mask=cmask, other=0.0).to(tl.float32)[None, :]
-    acc += tl.load(O + offs, mask=mask, other=0.0).to(tl.float32)
-    n, _, _ = _normalize(acc, mask, cols, cmask, LNW, LNB, C, eps)
-    g = tl.load(G + offs, mask=mask, other=0.0).to(tl.float32)
-    tl.store(Y + offs, (n * (g / (1.0 + tl.exp(-g)))).to(Y.dtype.element_ty), mask=mask)
+def _dwconv_gated_norm_fwd(X, WT, BIAS, O, G, LNW, LNB, Y, BH, H, W, eps, C: tl.constexpr, KS: tl.constexpr,
+                           BLOCK_W: tl.constexpr, BC: tl.constexpr, ROWS: tl.constexpr, YC: tl.constexpr):
+    """Y = LayerNorm_C(O + dwconv(X) + BIAS)·SiLU(G) for one program's tiles; X, O, G (B·H, W, C), Y (B·H, W, YC).
+    The mixer's LePE (X = v) is never written: its conv, the sum with the attention output, the norm and the
+    gate are one pass."""
+    for r in range(ROWS):
+        row = tl.program_id(0) * ROWS + r
+        acc, offs, mask, cols, cmask = _dw_tile(X, WT, row, BH, H, W, C, KS, BLOCK_W, BC)
+        acc += tl.load(BIAS + cols, mask=cmask, other=0.0).to(tl.float32)[None, :]
+        acc += tl.load(O + offs, mask=mask, other=0.0).to(tl.float32)
+        n, _, _ = _normalize(acc, mask, cols, cmask, LNW, LNB, C, eps)
+        g = tl.load(G + offs, mask=mask, other=0.0).to(tl.float32)
+        _store_out(Y, row, n * (g / (1.0 + tl.exp(-g))), mask, cols, BH, W, C, YC, BLOCK_W)
 
 
 def _check(x: Tensor, weight: Tensor, bias: Tensor, *per_channel: Tensor) -> tuple[Tensor, int, int]:
@@ -121,30 +154,50 @@ def _taps(weight: Tensor, c: int, k: int) -> Tensor:
     return weight.detach().reshape(c, k * k).t().to(torch.float32, copy=True).contiguous()
 
 
+# Launch shape: TILE fp32 accumulators a program (16 a thread at 4 warps; with one row of K shifted tiles in flight
+# this compiles for sm_90 to 54–114 registers and no spills for K ≤ 7, C ≤ 256; 4K took 100–255 and spilled) and
+# ROWS image rows a program. Module attributes (benchmarks/dwconv_gpu.py sweeps them; the environment variables
+# are for A/B runs of whole forwards in separate processes).
+TILE = int(os.environ.get("NALASR_DWCONV_TILE", "2048"))
+ROWS = int(os.environ.get("NALASR_DWCONV_ROWS", "2"))  # 2: 469 against 480 µs for the three ops, rows 1 (H200,
+# 540×960, benchmarks/results/h200/session7/dwconv.json; 4 to 16 rows and tiles 1K/4K were no better)
+
+
 def _block_w(c_pow2: int, w: int) -> int:
-    # about 2K fp32 accumulators a program (16 a thread at 4 warps). With one row of K shifted tiles in flight this
-    # compiles for sm_90 to 54–114 registers and no spills for K ≤ 7, C ≤ 256 (4K took 100–255 and spilled)
-    return min(max(1, 2048 // c_pow2), triton.next_power_of_2(w))
+    return min(max(1, TILE // c_pow2), triton.next_power_of_2(w))
 
 
-def _grid(x: Tensor, block_w: int) -> tuple[int, int]:
-    b, h, w, _ = x.shape
-    return (b * h, triton.cdiv(w, block_w))
+def _launch(kernel, x: Tensor, k: int, tensors: tuple[Tensor, ...], eps: float | None = None, **meta) -> None:
+    """kernel(*tensors, B·H, H, W[, eps]) over x's (B, H, W, C) map in tiles of ROWS rows × BLOCK_W pixels × C."""
+    b, h, w, c = x.shape
+    if not x.numel():
+        return
+    bc = triton.next_power_of_2(c)
+    block_w = _block_w(bc, w)
+    rows = max(1, min(ROWS, b * h))
+    grid = (triton.cdiv(b * h, rows), triton.cdiv(w, block_w))
+    extra = () if eps is None else (float(eps),)
+    kernel[grid](*tensors, b * h, h, w, *extra, C=c, KS=k, BLOCK_W=block_w, BC=bc, ROWS=rows, num_warps=4, **meta)
 
 
-def dwconv_gelu_triton(x: Tensor, weight: Tensor, bias: Tensor) -> Tensor:
+def _output(x: Tensor, ones_pad: int) -> Tensor:
+    """The (B, H, W, C + ones_pad) result buffer: C channels, then (ones_pad > 0) a column of ones and zeros."""
+    if ones_pad < 0 or ones_pad & (ones_pad - 1):
+        raise ValueError(f"ones_pad must be 0 or a power of two, got {ones_pad}")
+    return x.new_empty((*x.shape[:-1], x.shape[-1] + ones_pad))
+
+
+def dwconv_gelu_triton(x: Tensor, weight: Tensor, bias: Tensor, ones_pad: int = 0) -> Tensor:
     """GELU(depthwise_conv(x) + bias), fused: x (B, H, W, C) fp16/bf16/fp32 → y (B, H, W, C) contiguous, x's dtype.
 
     weight (C, 1, K, K), K odd in 1..7, zero padding K // 2, stride 1; bias (C,). Exact (erf) GELU. Accumulates in
-    fp32, one rounding at the end, like :func:`dwconv_gelu_reference`. No autograd.
+    fp32, one rounding at the end, like :func:`dwconv_gelu_reference`. No autograd. ``ones_pad`` > 0 (a power of
+    two): y is (B, H, W, C + ones_pad), each pixel's C values followed by a 1 and zeros, for a GEMM that adds its
+    bias through that column (nalasr.ops.with_ones_column is the same layout in PyTorch).
     """
     x, c, k = _check(x, weight, bias)
-    bc = triton.next_power_of_2(c)
-    block_w = _block_w(bc, x.shape[2])
-    y = torch.empty_like(x)
-    if x.numel():
-        _dwconv_gelu_fwd[_grid(x, block_w)](x, _taps(weight, c, k), bias.contiguous(), y, x.shape[1], x.shape[2],
-                                            C=c, KS=k, BLOCK_W=block_w, BC=bc, num_warps=4)
+    y = _output(x, ones_pad)
+    _launch(_dwconv_gelu_fwd, x, k, (x, _taps(weight, c, k), bias.contiguous(), y), YC=y.shape[-1])
     return y
 
 
@@ -170,14 +223,10 @@ def dwconv_residual_norm_triton(x: Tensor, weight: Tensor, bias: Tensor, ln_weig
         raise ValueError(f"C up to {_MAX_NORM_C} is supported (a whole row per program), got {c}")
     taps = _taps(weight, c, k)
     taps[k * k // 2] += 1.0  # x + conv(x) is the conv with 1 added to the centre tap: the residual costs nothing
-    bc = triton.next_power_of_2(c)
-    block_w = _block_w(bc, x.shape[2])
     s = torch.empty_like(x)
     n = torch.empty_like(x)
-    if x.numel():
-        _dwconv_residual_norm_fwd[_grid(x, block_w)](x, taps, bias.contiguous(), ln_weight.contiguous(),
-                                                     ln_bias.contiguous(), s, n, x.shape[1], x.shape[2], eps,
-                                                     C=c, KS=k, BLOCK_W=block_w, BC=bc, num_warps=4)
+    _launch(_dwconv_residual_norm_fwd, x, k, (x, taps, bias.contiguous(), ln_weight.contiguous(),
+                                              ln_bias.contiguous(), s, n), eps)
     return s, n
 
 
@@ -193,12 +242,12 @@ def dwconv_residual_norm_reference(x: Tensor, weight: Tensor, bias: Tensor, ln_w
 
 
 def dwconv_gated_norm_triton(v: Tensor, weight: Tensor, bias: Tensor, o: Tensor, g: Tensor, ln_weight: Tensor,
-                             ln_bias: Tensor, eps: float = 1e-5) -> Tensor:
+                             ln_bias: Tensor, eps: float = 1e-5, ones_pad: int = 0) -> Tensor:
     """LayerNorm over C of (o + depthwise_conv(v) + bias), times SiLU(g), fused; v, o, g (B, H, W, C), C ≤ 256.
 
     weight (C, 1, K, K), K odd in 1..7, zero padding; bias, ln_weight, ln_bias (C,). Returns y (B, H, W, C)
     contiguous in v's dtype, all of it in fp32 with one rounding at the end, like
-    :func:`dwconv_gated_norm_reference`. No autograd.
+    :func:`dwconv_gated_norm_reference`. No autograd. ``ones_pad``: as in :func:`dwconv_gelu_triton`.
     """
     v, c, k = _check(v, weight, bias, ln_weight, ln_bias)
     if c > _MAX_NORM_C:
@@ -206,14 +255,10 @@ def dwconv_gated_norm_triton(v: Tensor, weight: Tensor, bias: Tensor, o: Tensor,
     if o.shape != v.shape or g.shape != v.shape or o.device != v.device or g.device != v.device:
         raise ValueError(f"o and g must be shaped like v {tuple(v.shape)} on its device, got {tuple(o.shape)}, "
                          f"{tuple(g.shape)}")
-    bc = triton.next_power_of_2(c)
-    block_w = _block_w(bc, v.shape[2])
-    y = torch.empty_like(v)
-    if v.numel():
-        _dwconv_gated_norm_fwd[_grid(v, block_w)](v, _taps(weight, c, k), bias.contiguous(), o.contiguous(),
-                                                  g.contiguous(), ln_weight.contiguous(), ln_bias.contiguous(), y,
-                                                  v.shape[1], v.shape[2], eps, C=c, KS=k, BLOCK_W=block_w, BC=bc,
-                                                  num_warps=4)
+    y = _output(v, ones_pad)
+    _launch(_dwconv_gated_norm_fwd, v, k, (v, _taps(weight, c, k), bias.contiguous(), o.contiguous(),
+                                           g.contiguous(), ln_weight.contiguous(), ln_bias.contiguous(), y), eps,
+            YC=y.shape[-1])
     return y
 
 

@@ -15,8 +15,11 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ..ops import (BACKENDS, Backend, NalaParams, depthwise_conv, dwconv_gated_norm, dwconv_gelu,
-                   dwconv_residual_norm, fused_dwconv_wanted, fused_gate_wanted, layer_norm, nala_attention)
+from ..ops import (BACKENDS, Backend, NalaParams, bias_column_weight, conv2d_bias_add, depthwise_conv,
+                   dwconv_gated_norm, dwconv_gelu, dwconv_residual_norm, fused_dwconv_wanted, fused_gate_wanted,
+                   fused_residual_wanted, layer_norm, nala_attention)
+from ..ops import add_into as _add
+from ..ops import reusable as _reusable
 
 SCALES = (2, 3, 4)
 
@@ -94,21 +97,8 @@ def _dwconv(x: Tensor, conv: nn.Conv2d) -> Tensor:
     return depthwise_conv(x, conv.weight, conv.bias)
 
 
-# Inference writes results into intermediates it owns instead of allocating new ones: the same values
-# (a + b = b + a exactly), but on CPU every fresh (B, H, W, C) buffer costs page faults (glibc hands large
-# blocks back to the OS when they are freed), as much as the memory-bound op itself. Under autograd the
-# plain out-of-place ops run, so training is unchanged.
-
-
-def _reusable(buf: Tensor, *others: Tensor) -> bool:
-    """May ``buf``, a fresh intermediate, receive an op's result with ``others``? Only without autograd and
-    when the result has buf's dtype anyway (under autocast a conv's output is bf16 next to an fp32 stream)."""
-    return not torch.is_grad_enabled() and all(o.dtype == buf.dtype for o in others)
-
-
-def _add(buf: Tensor, other: Tensor) -> Tensor:
-    """buf + other."""
-    return buf.add_(other) if _reusable(buf, other) else buf + other
+# Inference writes results into intermediates it owns (nalasr.ops.reusable / add_into, imported as _reusable /
+# _add); under autograd the plain out-of-place ops run, so training is unchanged.
 
 
 def _mul(buf: Tensor, other: Tensor) -> Tensor:
@@ -123,6 +113,21 @@ def _scaled_linear(x: Tensor, lin: nn.Linear, gamma: Tensor) -> Tensor:
     return F.linear(x, lin.weight * gamma[:, None], lin.bias * gamma)
 
 
+def _project(y: Tensor, lin: nn.Linear, gamma: Tensor, residual: Tensor | None = None) -> Tensor:
+    """γ·lin(y); with ``residual`` (a buffer the caller owns, no autograd): residual + γ·lin(y), in that buffer.
+
+    y (..., C_in), or (..., C_in + ONES_PAD) from a fused kernel asked for the ones column: then the bias is the
+    weight of that column and one in-place GEMM (β = 1) does product, bias and residual add: the add pass, a
+    read of two maps and a write of one, goes away (nalasr.ops.fused_residual_wanted)."""
+    if residual is None:
+        return _scaled_linear(y, lin, gamma)
+    if y.shape[-1] == lin.in_features or not _reusable(residual, y, lin.weight):
+        return _add(residual, _scaled_linear(y[..., :lin.in_features], lin, gamma))
+    w = bias_column_weight(lin.weight * gamma[:, None], lin.bias * gamma)
+    residual.view(-1, residual.shape[-1]).addmm_(y.reshape(-1, y.shape[-1]), w.t())
+    return residual
+
+
 class NalaMixer(nn.Module):
     """Global token mixing: q, k, v, g from one Linear; NaLa attention + LePE; LayerNorm; SiLU gate."""
 
@@ -135,8 +140,9 @@ class NalaMixer(nn.Module):
         self.proj = nn.Linear(cfg.dim, cfg.dim)
         self.backend: Backend = "auto"
 
-    def forward(self, x: Tensor, out_scale: Tensor) -> Tensor:
-        """x: (B, H, W, C) → out_scale·Mixer(x), (B, H, W, C); out_scale (C,) is the block's layer scale."""
+    def forward(self, x: Tensor, out_scale: Tensor, residual: Tensor | None = None) -> Tensor:
+        """x: (B, H, W, C) → out_scale·Mixer(x), (B, H, W, C); out_scale (C,) is the block's layer scale. With
+        ``residual`` (inference, a buffer the caller owns): residual + out_scale·Mixer(x), in that buffer."""
         b, h, w, c = x.shape
         # Four C-wide products instead of one 4C-wide, the same numbers: q, k, v, g come out contiguous, so the
         # attention, LePE and the gate read them densely (strided views of one (B, H, W, 4C) output put SiLU, the
@@ -145,14 +151,14 @@ class NalaMixer(nn.Module):
         q, k, v, g = (F.linear(x, wt, bs) for wt, bs in zip(self.qkvg.weight.chunk(4), self.qkvg.bias.chunk(4)))
         heads = (b, h * w, self.cfg.heads, self.cfg.head_dim)
         o = self._attend(q.reshape(heads), k.reshape(heads), v.reshape(heads), (h, w))  # may be a head-major view
-        if fused_gate_wanted(x):  # norm(o + LePE)·SiLU(g) in one pass (with LePE's conv too under NALASR_FUSED_DWCONV)
+        if fused_gate_wanted(x):  # norm(o + LePE)·SiLU(g) in one pass (with LePE's conv too unless NALASR_FUSED_DWCONV=0)
             gated = dwconv_gated_norm(v, self.lepe.weight, self.lepe.bias, o.reshape(b, h, w, c), g,
-                                      self.norm.weight, self.norm.bias, self.norm.eps)
-            return _scaled_linear(gated, self.proj, out_scale)
+                                      self.norm.weight, self.norm.bias, self.norm.eps, ones_column=residual is not None)
+            return _project(gated, self.proj, out_scale, residual)
         # LePE(v) + o, summed in the conv's token-major output (o itself is never copied to token-major).
         o = _add(_dwconv(v, self.lepe).reshape(heads), o).reshape(b, h, w, c)
         gate = F.silu(g, inplace=_reusable(g))
-        return _scaled_linear(_mul(self.norm(o), gate), self.proj, out_scale)
+        return _project(_mul(self.norm(o), gate), self.proj, out_scale, residual)
 
     def _attend(self, q: Tensor, k: Tensor, v: Tensor, hw: tuple[int, int]) -> Tensor:
         """(B, N, H, D) × 3 → (B, N, H, D) on the (rows, cols) token grid ``hw``."""
@@ -169,13 +175,15 @@ class ConvFFN(nn.Module):
         self.dw = nn.Conv2d(hidden, hidden, 3, padding=1, groups=hidden)
         self.fc2 = nn.Linear(hidden, dim)
 
-    def forward(self, x: Tensor, out_scale: Tensor) -> Tensor:
-        """x: (B, H, W, C) → out_scale·FFN(x); out_scale (C,) is the block's layer scale."""
+    def forward(self, x: Tensor, out_scale: Tensor, residual: Tensor | None = None) -> Tensor:
+        """x: (B, H, W, C) → out_scale·FFN(x); out_scale (C,) is the block's layer scale. With ``residual``
+        (inference, a buffer the caller owns): residual + out_scale·FFN(x), in that buffer."""
         h = self.fc1(x)
         if fused_dwconv_wanted(h):  # conv, bias and GELU in one pass
-            return _scaled_linear(dwconv_gelu(h, self.dw.weight, self.dw.bias), self.fc2, out_scale)
+            a = dwconv_gelu(h, self.dw.weight, self.dw.bias, ones_column=residual is not None)
+            return _project(a, self.fc2, out_scale, residual)
         h = _dwconv(h, self.dw)
-        return _scaled_linear(torch.ops.aten.gelu_(h) if _reusable(h) else F.gelu(h), self.fc2, out_scale)
+        return _project(torch.ops.aten.gelu_(h) if _reusable(h) else F.gelu(h), self.fc2, out_scale, residual)
 
 
 class NalaBlock(nn.Module):
@@ -198,6 +206,9 @@ class NalaBlock(nn.Module):
         else:
             x = _add(_dwconv(x, self.cpe), x)  # x + CPE(x): a new tensor, the caller's x is left alone
             h = self.norm1(x)
+        if fused_residual_wanted(x):  # x is a fresh buffer here: both residual updates go into it, in place
+            x = self.mixer(h, self.gamma1, residual=x)
+            return self.ffn(self.norm2(x), self.gamma2, residual=x)
         x = _add(x, self.mixer(h, self.gamma1))
         return _add(x, self.ffn(self.norm2(x), self.gamma2))
 
@@ -211,7 +222,8 @@ class ResidualGroup(nn.Module):
         self.conv = nn.Conv2d(cfg.dim, cfg.dim, 3, padding=1)
 
     def forward(self, x: Tensor) -> Tensor:
-        return _add(self.conv(self.blocks(x).permute(0, 3, 1, 2)).permute(0, 2, 3, 1), x)
+        y = self.blocks(x).permute(0, 3, 1, 2)
+        return conv2d_bias_add(y, self.conv.weight, self.conv.bias, x.permute(0, 3, 1, 2)).permute(0, 2, 3, 1)
 
 
 # ------------------------------------------------------------------------------------------------ model
@@ -230,9 +242,9 @@ class Trunk(nn.Module):
         # A channels-last image (3 channels: a cheap copy) makes the head conv's output channels-last, so
         # the token-major stream below is contiguous. From an NCHW feature map every block would work on a
         # transposed view: LayerNorm copies it, and each residual update reads/writes across the layout.
-        feat = self.head(x.contiguous(memory_format=torch.channels_last))
+        feat = conv2d_bias_add(x.contiguous(memory_format=torch.channels_last), self.head.weight, self.head.bias)
         deep = self.groups(feat.permute(0, 2, 3, 1)).permute(0, 3, 1, 2)
-        return _add(self.tail(deep), feat)
+        return conv2d_bias_add(deep, self.tail.weight, self.tail.bias, feat)
 
 
 class Upsampler(nn.Sequential):

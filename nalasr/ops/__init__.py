@@ -11,13 +11,16 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from .nala import NalaParams, nala_attention_reference, nala_features, rope_angles
+from .ones_column import ONES_PAD, bias_column_weight, with_ones_column
 
 Backend = Literal["auto", "triton", "reference"]
 BACKENDS: tuple[str, ...] = ("auto", "triton", "reference")
 
-__all__ = ["BACKENDS", "Backend", "NalaParams", "depthwise_conv", "dwconv_gated_norm", "dwconv_gelu",
-           "dwconv_residual_norm", "fused_dwconv_wanted", "fused_gate_wanted", "gated_norm", "layer_norm",
-           "nala_attention", "nala_attention_reference", "nala_features", "rope_angles", "triton_available"]
+__all__ = ["BACKENDS", "Backend", "NalaParams", "ONES_PAD", "add_into", "bias_column_weight", "conv2d_bias_add",
+           "depthwise_conv", "fused_conv_bias_wanted", "reusable",
+           "dwconv_gated_norm", "dwconv_gelu", "dwconv_residual_norm", "fused_dwconv_wanted", "fused_gate_wanted",
+           "fused_residual_wanted", "gated_norm", "layer_norm", "nala_attention", "nala_attention_reference",
+           "nala_features", "rope_angles", "triton_available", "with_ones_column"]
 
 
 @functools.cache
@@ -112,10 +115,59 @@ def gated_norm(o: Tensor, lepe: Tensor, g: Tensor, weight: Tensor, bias: Tensor,
 
 def fused_dwconv_wanted(x: Tensor) -> bool:
     """Should :func:`dwconv_gelu` / :func:`dwconv_residual_norm` / :func:`dwconv_gated_norm` on tensors like x run
-    the fused kernels? On CUDA without autograd, opt-in with ``NALASR_FUSED_DWCONV=1`` until
-    benchmarks/fusion_gpu.py has measured them on the GPU (each saves one or two passes over the map; parity:
-    tests/test_dwconv_kernel.py)."""
-    return _fused_inference(x, "NALASR_FUSED_DWCONV", default_on=False)
+    the fused kernels? On CUDA without autograd: each saves one or two passes over the map; 25.6 → 19.9 ms for
+    the x4 forward at 540×960 on the H200 (benchmarks/fusion_gpu.py, results/h200/session7/fusion.json; parity:
+    tests/test_dwconv_kernel.py). ``NALASR_FUSED_DWCONV=0`` turns them off."""
+    return _fused_inference(x, "NALASR_FUSED_DWCONV", default_on=True)
+
+
+def fused_residual_wanted(x: Tensor) -> bool:
+    """Should a block add γ·Linear(y) to its residual stream through one in-place GEMM (β = 1, the bias in a ones
+    column the fused kernel writes after y) rather than a product and an add pass? Only where the fused depthwise
+    kernels run (they write the ones column). ``NALASR_FUSED_RESIDUAL=0`` turns it off."""
+    return fused_dwconv_wanted(x) and _fused_inference(x, "NALASR_FUSED_RESIDUAL", default_on=True)
+
+
+# Inference writes results into intermediates it owns instead of allocating new ones: the same values
+# (a + b = b + a exactly), but on CPU every fresh (B, H, W, C) buffer costs page faults (glibc hands large
+# blocks back to the OS when they are freed), as much as the memory-bound op itself.
+
+
+def reusable(buf: Tensor, *others: Tensor) -> bool:
+    """May ``buf``, a fresh intermediate, receive an op's result with ``others``? Only without autograd and
+    when the result has buf's dtype anyway (under autocast a conv's output is bf16 next to an fp32 stream)."""
+    return not torch.is_grad_enabled() and all(o.dtype == buf.dtype for o in others)
+
+
+def add_into(buf: Tensor, other: Tensor) -> Tensor:
+    """buf + other, into buf where :func:`reusable` allows."""
+    return buf.add_(other) if reusable(buf, other) else buf + other
+
+
+def fused_conv_bias_wanted(x: Tensor) -> bool:
+    """Should :func:`conv2d_bias_add` add the bias (and residual) with the fused kernel? On CUDA without autograd
+    (PyTorch's own bias add on a channels-last map is a strided broadcast pass). ``NALASR_FUSED_CONV_BIAS=0``
+    turns it off."""
+    return _fused_inference(x, "NALASR_FUSED_CONV_BIAS", default_on=True)
+
+
+def conv2d_bias_add(x: Tensor, weight: Tensor, bias: Tensor, residual: Tensor | None = None) -> Tensor:
+    """conv2d(x, weight, bias, padding K // 2) (+ residual): x (B, C_in, H, W) → (B, C_out, H, W).
+
+    On CUDA inference, when the conv's output is channels-last, the conv runs without bias and one pass over
+    its token-major view adds bias and residual into its buffer (:mod:`nalasr_kernels.bias_add`)."""
+    k = weight.shape[-1]
+    fused = weight.shape[0] <= 256 and fused_conv_bias_wanted(x.permute(0, 2, 3, 1))
+    y = F.conv2d(x, weight, None if fused else bias, padding=k // 2)
+    if fused:
+        tokens = y.permute(0, 2, 3, 1)
+        if tokens.is_contiguous():
+            from nalasr_kernels import bias_add_triton
+
+            bias_add_triton(tokens, bias, None if residual is None else residual.permute(0, 2, 3, 1))
+            return y
+        y = y + bias.view(1, -1, 1, 1)
+    return y if residual is None else add_into(y, residual)
 
 
 def depthwise_conv(x: Tensor, weight: Tensor, bias: Tensor | None) -> Tensor:
@@ -125,13 +177,15 @@ def depthwise_conv(x: Tensor, weight: Tensor, bias: Tensor | None) -> Tensor:
     return F.conv2d(x.permute(0, 3, 1, 2), weight, bias, padding=k // 2, groups=x.shape[-1]).permute(0, 2, 3, 1)
 
 
-def dwconv_gelu(x: Tensor, weight: Tensor, bias: Tensor) -> Tensor:
-    """GELU(depthwise conv(x) + bias) on a (B, H, W, C) map; weight (C, 1, K, K), zero padding K // 2."""
+def dwconv_gelu(x: Tensor, weight: Tensor, bias: Tensor, ones_column: bool = False) -> Tensor:
+    """GELU(depthwise conv(x) + bias) on a (B, H, W, C) map; weight (C, 1, K, K), zero padding K // 2.
+    ``ones_column``: the result in the :func:`with_ones_column` layout, (B, H, W, C + ONES_PAD)."""
     if fused_dwconv_wanted(x):
         from nalasr_kernels import dwconv_gelu_triton
 
-        return dwconv_gelu_triton(x, weight, bias)
-    return F.gelu(depthwise_conv(x, weight, bias))
+        return dwconv_gelu_triton(x, weight, bias, ONES_PAD if ones_column else 0)
+    y = F.gelu(depthwise_conv(x, weight, bias))
+    return with_ones_column(y) if ones_column else y
 
 
 def dwconv_residual_norm(x: Tensor, weight: Tensor, bias: Tensor, ln_weight: Tensor, ln_bias: Tensor,
@@ -146,11 +200,13 @@ def dwconv_residual_norm(x: Tensor, weight: Tensor, bias: Tensor, ln_weight: Ten
 
 
 def dwconv_gated_norm(v: Tensor, weight: Tensor, bias: Tensor, o: Tensor, g: Tensor, ln_weight: Tensor,
-                      ln_bias: Tensor, eps: float) -> Tensor:
+                      ln_bias: Tensor, eps: float, ones_column: bool = False) -> Tensor:
     """LayerNorm(o + depthwise conv(v) + bias)·SiLU(g) on (B, H, W, C) maps (the mixer's LePE, norm and gate):
-    one fused pass with NALASR_FUSED_DWCONV=1, else the conv and then :func:`gated_norm`."""
+    one fused pass on CUDA inference (unless NALASR_FUSED_DWCONV=0), else the conv and then :func:`gated_norm`.
+    ``ones_column``: the result in the :func:`with_ones_column` layout, (B, H, W, C + ONES_PAD)."""
     if fused_dwconv_wanted(v) and fused_gate_wanted(v):
         from nalasr_kernels import dwconv_gated_norm_triton
 
-        return dwconv_gated_norm_triton(v, weight, bias, o, g, ln_weight, ln_bias, eps)
-    return gated_norm(o, depthwise_conv(v, weight, bias), g, ln_weight, ln_bias, eps)
+        return dwconv_gated_norm_triton(v, weight, bias, o, g, ln_weight, ln_bias, eps, ONES_PAD if ones_column else 0)
+    y = gated_norm(o, depthwise_conv(v, weight, bias), g, ln_weight, ln_bias, eps)
+    return with_ones_column(y) if ones_column else y
