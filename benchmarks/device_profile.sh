@@ -1,15 +1,16 @@
 #!/usr/bin/env bash
-# First device call of a session, for the open speed targets (issues 5, 6): kernel + LayerNorm parity at 518K,
-# the fused depthwise-conv kernels' parity on the GPU (tests/test_dwconv_kernel.py runs them in-process there),
-# the attention kernels (kernel_diag_gpu.py; with .carry/old/nala_old.py carried, that file side by side), the
-# block variants (fusion_gpu.py: shipped, +dwconv, gate off, one qkvg GEMM) and where the 540x960 forward
-# spends its GPU time (profile_gpu.py). About 3-4 minutes; carry .carry/data too to start a training call
-# right after it.
+# First device call of a session (issues 5, 6): kernel + LayerNorm parity at 518K, the kernel test files on the
+# GPU (they run in-process there: dwconv, bias add, attention parity at small odd sizes), the attention kernels
+# (kernel_diag_gpu.py; with .carry/old/nala_old.py carried, that file side by side), the block variants
+# (fusion_gpu.py), `nalasr bench` at the issue-6 sizes, where the 540x960 forward spends its GPU time
+# (profile_gpu.py) and, where the machine has ncu, an Nsight Compute profile of the attention kernels.
+# About 4-5 minutes; carry .carry/data too to start a training call right after it.
 . benchmarks/device_lib.sh profile
 say "kernel + layernorm parity (518K)"
 timeout 150 python3 benchmarks/gpu_kernels_check.py --cases 518400 >> $LOG 2>&1; say "check rc=$?"
-say "depthwise-conv kernels on the GPU"
-timeout 120 python3 -m pytest -q -p no:cacheprovider tests/test_dwconv_kernel.py >> $LOG 2>&1; say "dwconv tests rc=$?"
+say "kernel tests on the GPU (dwconv, bias add, attention parity incl. N = 1)"
+timeout 150 python3 -m pytest -q -rf -p no:cacheprovider tests/test_dwconv_kernel.py tests/test_bias_add_kernel.py \
+  tests/test_kernels.py -k "not interpreter" >> $LOG 2>&1; say "kernel tests rc=$?"
 OLD=""; [ -f .carry/old/nala_old.py ] && OLD="--old .carry/old/nala_old.py"
 say "attention kernels"
 timeout 100 python3 benchmarks/kernel_diag_gpu.py --json $OUT/diag.json $OLD --sizes 518400 --ppsm 8 \
@@ -18,10 +19,10 @@ timeout 60 python3 benchmarks/kernel_diag_gpu.py --json $OUT/diag_dense.json --l
   --parts attention,profile >> $LOG 2>&1; say "diag dense rc=$?"
 say "block variants"
 timeout 90 python3 benchmarks/fusion_gpu.py --json $OUT/fusion.json >> $LOG 2>&1; say "fusion rc=$?"
+timeout 150 python3 -m nalasr bench --devices cuda --sizes 192x256,270x480,540x960,1080x1920 --scales 4 \
+  --precisions fp16 --attention nala --json $OUT/bench.json --markdown $OUT/bench.md >> $LOG 2>&1; say "bench rc=$?"
 say "network profile 540x960"
 timeout 60 python3 benchmarks/profile_gpu.py > $OUT/profile_540x960.txt 2>&1; say "profile rc=$?"
-NALASR_FUSED_DWCONV=1 timeout 60 python3 benchmarks/profile_gpu.py > $OUT/profile_540x960_dwconv.txt 2>&1
-say "profile dwconv rc=$?"
 NCU=$(command -v ncu || ls /usr/local/cuda*/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
 if [ -n "$NCU" ]; then  # where the attention kernels' time goes (the 60%-of-bandwidth item)
   say "ncu $NCU"
@@ -32,5 +33,5 @@ if [ -n "$NCU" ]; then  # where the attention kernels' time goes (the 60%-of-ban
 else
   say "no ncu on this machine"
 fi
-grep -E "FAIL|ERROR|passed|failed|518400 |==|variant|µs ×" $LOG | tail -45
+grep -E "FAIL|ERROR|passed|failed|518400 |==|variant|µs ×|^\| nala" $LOG | tail -50
 head -30 $OUT/profile_540x960.txt
