@@ -16,11 +16,11 @@ from .ones_column import ONES_PAD, bias_column_weight, with_ones_column
 Backend = Literal["auto", "triton", "reference"]
 BACKENDS: tuple[str, ...] = ("auto", "triton", "reference")
 
-__all__ = ["BACKENDS", "Backend", "NalaParams", "ONES_PAD", "add_into", "bias_column_weight", "conv2d_bias_add",
-           "depthwise_conv", "fused_conv_bias_wanted", "reusable",
-           "dwconv_gated_norm", "dwconv_gelu", "dwconv_residual_norm", "fused_dwconv_wanted", "fused_gate_wanted",
-           "fused_residual_wanted", "gated_norm", "layer_norm", "nala_attention", "nala_attention_reference",
-           "nala_features", "rope_angles", "triton_available", "with_ones_column"]
+__all__ = ["Backend", "BACKENDS", "NalaParams", "ONES_PAD", "add_into", "bias_column_weight", "conv2d_bias_add",
+           "depthwise_conv", "dwconv_gated_norm", "dwconv_gelu", "dwconv_residual_norm", "fused_conv_bias_wanted",
+           "fused_dwconv_wanted", "fused_gate_wanted", "fused_residual_wanted", "gated_norm", "layer_norm",
+           "nala_attention", "nala_attention_reference", "nala_features", "reusable", "rope_angles",
+           "triton_available", "with_ones_column"]
 
 
 @functools.cache
