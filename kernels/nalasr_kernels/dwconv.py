@@ -43,8 +43,8 @@ def _dw_tile(X, WT, row, BH, H, W, C: tl.constexpr, KS: tl.constexpr, BLOCK_W: t
     """Depthwise conv without bias of pixels [pid(1)·BLOCK_W, +BLOCK_W) of flat image row ``row`` (= b·H + y).
 
     X: (B·H, W, C) row-major; WT: (K·K, C) fp32 taps; rows ≥ BH (past a program's last image row) read and store
-    nothing. Returns the fp32 (BLOCK_W, BC) sums (0 in padded channels), the output element offsets (int64),
-    the 2-D store mask, the channel indices and their mask.
+    nothing. Returns the fp32 (BLOCK_W, BC) sums (0 in padded channels), the tile's flat pixel indices (int64)
+    and their mask, the channel indices and their mask.
     """
     y = row % H
     valid = row < BH
@@ -65,23 +65,25 @@ def _dw_tile(X, WT, row, BH, H, W, C: tl.constexpr, KS: tl.constexpr, BLOCK_W: t
             v = tl.load(base + wx[:, None] * C + cols[None, :], mask=m, other=0.0).to(tl.float32)
             tap = tl.load(WT + (dy * KS + dx) * C + cols, mask=cmask, other=0.0)
             acc += v * tap[None, :]
-    offs = row.to(tl.int64) * W * C + ws[:, None] * C + cols[None, :]
-    return acc, offs, (ws < tl.where(valid, W, 0))[:, None] & cmask[None, :], cols, cmask
+    return acc, row.to(tl.int64) * W + ws, ws < tl.where(valid, W, 0), cols, cmask
 
 
 @triton.jit
-def _store_out(Y, row, y, mask, cols, BH, W, C: tl.constexpr, YC: tl.constexpr, BLOCK_W: tl.constexpr):
-    """Store one (BLOCK_W, BC) result tile into Y (B·H, W, YC). With YC > C the row goes on with a 1 and zeros up
-    to YC: the column a following GEMM multiplies by its bias (see ``ones_pad``)."""
-    ws = tl.program_id(1) * BLOCK_W + tl.arange(0, BLOCK_W)
-    pix = row.to(tl.int64) * W + ws
-    tl.store(Y + pix[:, None] * YC + cols[None, :], y.to(Y.dtype.element_ty), mask=mask)
+def _at(pix, pm, cols, cmask, YC: tl.constexpr):
+    """Element offsets and mask of the tile's pixels × channels in a (B·H·W, YC) row-major map."""
+    return pix[:, None] * YC + cols[None, :], pm[:, None] & cmask[None, :]
+
+
+@triton.jit
+def _store_out(Y, y, pix, pm, cols, cmask, C: tl.constexpr, YC: tl.constexpr):
+    """Store one (BLOCK_W, BC) result tile into Y (B·H·W, YC). With YC > C each pixel's row goes on with a 1 and
+    zeros up to YC: the column a following GEMM multiplies by its bias (see ``ones_pad``)."""
+    offs, mask = _at(pix, pm, cols, cmask, YC)
+    tl.store(Y + offs, y.to(Y.dtype.element_ty), mask=mask)
     if YC > C:
         pad = tl.arange(0, YC - C)
-        ones = tl.where(pad == 0, 1.0, 0.0)
-        pmask = (ws < tl.where(row < BH, W, 0))[:, None] & (pad[None, :] < YC - C)
-        tl.store(Y + pix[:, None] * YC + C + pad[None, :],
-                 tl.broadcast_to(ones[None, :], (BLOCK_W, YC - C)).to(Y.dtype.element_ty), mask=pmask)
+        ones = tl.broadcast_to(tl.where(pad == 0, 1.0, 0.0)[None, :], (pix.shape[0], YC - C))
+        tl.store(Y + pix[:, None] * YC + C + pad[None, :], ones.to(Y.dtype.element_ty), mask=pm[:, None])
 
 
 # Each program computes ROWS consecutive image rows of one BLOCK_W-wide column strip, top to bottom: the K input
@@ -95,11 +97,10 @@ def _dwconv_gelu_fwd(X, WT, BIAS, Y, BH, H, W, C: tl.constexpr, KS: tl.constexpr
     """Y = GELU(dwconv(X) + BIAS) (exact erf GELU) for one program's ROWS × (BLOCK_W, C) tiles; X (B·H, W, C),
     Y (B·H, W, YC)."""
     for r in range(ROWS):
-        row = tl.program_id(0) * ROWS + r
-        acc, offs, mask, cols, cmask = _dw_tile(X, WT, row, BH, H, W, C, KS, BLOCK_W, BC)
+        acc, pix, pm, cols, cmask = _dw_tile(X, WT, tl.program_id(0) * ROWS + r, BH, H, W, C, KS, BLOCK_W, BC)
         acc += tl.load(BIAS + cols, mask=cmask, other=0.0).to(tl.float32)[None, :]
         y = 0.5 * acc * (1.0 + tl.math.erf(acc * 0.7071067811865476))
-        _store_out(Y, row, y, mask, cols, BH, W, C, YC, BLOCK_W)
+        _store_out(Y, y, pix, pm, cols, cmask, C, YC)
 
 
 @triton.jit
@@ -108,11 +109,11 @@ def _dwconv_residual_norm_fwd(X, WT, BIAS, LNW, LNB, S, N, BH, H, W, eps, C: tl.
     """S = X + dwconv(X) + BIAS and N = LayerNorm_C(S) for one program's tiles; the residual is folded into WT's
     centre tap by the host. N is normalised from the fp32 S, before S is rounded to its storage dtype."""
     for r in range(ROWS):
-        s, offs, mask, cols, cmask = _dw_tile(X, WT, tl.program_id(0) * ROWS + r, BH, H, W, C, KS, BLOCK_W, BC)
+        s, pix, pm, cols, cmask = _dw_tile(X, WT, tl.program_id(0) * ROWS + r, BH, H, W, C, KS, BLOCK_W, BC)
         s += tl.load(BIAS + cols, mask=cmask, other=0.0).to(tl.float32)[None, :]
-        tl.store(S + offs, s.to(S.dtype.element_ty), mask=mask)
-        n, _, _ = _normalize(s, mask, cols, cmask, LNW, LNB, C, eps)
-        tl.store(N + offs, n.to(N.dtype.element_ty), mask=mask)
+        _store_out(S, s, pix, pm, cols, cmask, C, C)
+        n, _, _ = _normalize(s, pm[:, None] & cmask[None, :], cols, cmask, LNW, LNB, C, eps)
+        _store_out(N, n, pix, pm, cols, cmask, C, C)
 
 
 @triton.jit
@@ -122,13 +123,13 @@ def _dwconv_gated_norm_fwd(X, WT, BIAS, O, G, LNW, LNB, Y, BH, H, W, eps, C: tl.
     The mixer's LePE (X = v) is never written: its conv, the sum with the attention output, the norm and the
     gate are one pass."""
     for r in range(ROWS):
-        row = tl.program_id(0) * ROWS + r
-        acc, offs, mask, cols, cmask = _dw_tile(X, WT, row, BH, H, W, C, KS, BLOCK_W, BC)
+        acc, pix, pm, cols, cmask = _dw_tile(X, WT, tl.program_id(0) * ROWS + r, BH, H, W, C, KS, BLOCK_W, BC)
+        offs, mask = _at(pix, pm, cols, cmask, C)
         acc += tl.load(BIAS + cols, mask=cmask, other=0.0).to(tl.float32)[None, :]
         acc += tl.load(O + offs, mask=mask, other=0.0).to(tl.float32)
         n, _, _ = _normalize(acc, mask, cols, cmask, LNW, LNB, C, eps)
         g = tl.load(G + offs, mask=mask, other=0.0).to(tl.float32)
-        _store_out(Y, row, n * (g / (1.0 + tl.exp(-g))), mask, cols, BH, W, C, YC, BLOCK_W)
+        _store_out(Y, n * (g / (1.0 + tl.exp(-g))), pix, pm, cols, cmask, C, YC)
 
 
 def _check(x: Tensor, weight: Tensor, bias: Tensor, *per_channel: Tensor) -> tuple[Tensor, int, int]:
