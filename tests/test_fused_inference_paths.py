@@ -3,7 +3,7 @@
 On a GPU without autograd the model routes its depthwise convs, norms, gate, conv biases and residual updates
 through fused kernels (nalasr.ops: fused_dwconv_wanted, fused_gate_wanted, fused_residual_wanted,
 fused_conv_bias_wanted). Here a worker process tells nalasr.ops the fused kernels may run on CPU tensors, so
-the interpreter executes them inside a whole forward, and compares the image with the plain PyTorch forward:
+the interpreter executes them inside a whole forward (the flags, autograd and width checks are the real ones), and compares the image with the plain PyTorch forward:
 argument plumbing from the model through the ops to the kernels (the ones column, in-place residual GEMMs,
 bias adds into the conv's buffer) is checked without a GPU.
 """
@@ -33,21 +33,20 @@ def run_forwards() -> dict:
         torch.nn.init.normal_(model.upsampler[0].weight, std=0.02)
     x = torch.rand(1, 3, 6, 9, generator=torch.Generator().manual_seed(1))
     calls: dict[str, int] = {}
-    plain_gate = ops._fused_inference
+    decide, kernel_device = ops._fused_inference, ops._kernel_device
 
-    def everywhere(t, flag, default_on):  # the CUDA decision without "on CUDA, Triton compiled"
-        setting = os.environ.get(flag)
-        on = (setting != "0" if default_on else setting == "1") and not torch.is_grad_enabled() and t.shape[-1] <= 256
+    def counted(t, flag, default_on):
+        on = decide(t, flag, default_on)
         calls[flag] = calls.get(flag, 0) + on
         return on
 
     with torch.inference_mode():
         plain = model(x)
-        ops._fused_inference = everywhere
+        ops._fused_inference, ops._kernel_device = counted, lambda t: True  # CPU tensors count as the GPU's
         try:
             fused = model(x)
         finally:
-            ops._fused_inference = plain_gate
+            ops._fused_inference, ops._kernel_device = decide, kernel_device
     err = float((fused - plain).norm() / plain.norm())
     return {"rel_err": err, "calls": calls, "shape": list(fused.shape)}
 

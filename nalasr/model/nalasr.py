@@ -106,24 +106,30 @@ def _mul(buf: Tensor, other: Tensor) -> Tensor:
     return buf.mul_(other) if _reusable(buf, other) else buf * other
 
 
+def _folded(lin: nn.Linear, gamma: Tensor) -> tuple[Tensor, Tensor]:
+    """lin's (C_out, C_in) weight and (C_out,) bias with the layer scale γ folded in: γ·lin(x) = x·Wᵀ + b of these.
+    Folding costs two C_out·C_in products and makes the residual update after it a plain add, which PyTorch
+    vectorises on CUDA, where x + γ·y with a broadcast γ runs the slow strided elementwise path
+    (benchmarks/fusion_gpu.py)."""
+    return lin.weight * gamma[:, None], lin.bias * gamma
+
+
 def _scaled_linear(x: Tensor, lin: nn.Linear, gamma: Tensor) -> Tensor:
-    """γ·lin(x) as one product with γ folded into the (C_out, C_in) weight and the bias: the residual update
-    after it is then a plain add, which PyTorch vectorises on CUDA, where x + γ·y with a broadcast γ runs
-    the slow strided elementwise path (benchmarks/fusion_gpu.py). Folding costs two C_out·C_in products."""
-    return F.linear(x, lin.weight * gamma[:, None], lin.bias * gamma)
+    """γ·lin(x) as one product (:func:`_folded`)."""
+    return F.linear(x, *_folded(lin, gamma))
 
 
 def _project(y: Tensor, lin: nn.Linear, gamma: Tensor, residual: Tensor | None = None) -> Tensor:
     """γ·lin(y); with ``residual`` (a buffer the caller owns, no autograd): residual + γ·lin(y), in that buffer.
 
-    y (..., C_in), or (..., C_in + ONES_PAD) from a fused kernel asked for the ones column: then the bias is the
+    y (..., C_in), or (..., C_in + pad) from a fused kernel asked for the ones column: then the bias is the
     weight of that column and one in-place GEMM (β = 1) does product, bias and residual add: the add pass, a
     read of two maps and a write of one, goes away (nalasr.ops.fused_residual_wanted)."""
     if residual is None:
         return _scaled_linear(y, lin, gamma)
     if y.shape[-1] == lin.in_features or not _reusable(residual, y, lin.weight):
         return _add(residual, _scaled_linear(y[..., :lin.in_features], lin, gamma))
-    w = bias_column_weight(lin.weight * gamma[:, None], lin.bias * gamma)
+    w = bias_column_weight(*_folded(lin, gamma), pad=y.shape[-1] - lin.in_features)
     residual.view(-1, residual.shape[-1]).addmm_(y.reshape(-1, y.shape[-1]), w.t())
     return residual
 

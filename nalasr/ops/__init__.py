@@ -89,12 +89,17 @@ def layer_norm(x: Tensor, weight: Tensor, bias: Tensor, eps: float) -> Tensor:
     return F.layer_norm(x, (c,), weight, bias, eps)
 
 
+def _kernel_device(x: Tensor) -> bool:
+    """Is x where the Triton kernels run: on CUDA, with Triton present?"""
+    return x.is_cuda and triton_available()
+
+
 def _fused_inference(x: Tensor, flag: str, default_on: bool) -> bool:
-    """Should an inference-only fused kernel run on tensors like x: CUDA, no autograd, rows ≤ 256 wide, Triton
-    present, and the environment ``flag`` (``=0`` off, ``=1`` on; unset: ``default_on``)."""
+    """Should an inference-only fused kernel run on tensors like x: no autograd, rows ≤ 256 wide, the environment
+    ``flag`` (``=0`` off, ``=1`` on; unset: ``default_on``), and x on the kernels' device."""
     setting = os.environ.get(flag)
     on = setting != "0" if default_on else setting == "1"
-    return x.is_cuda and not torch.is_grad_enabled() and x.shape[-1] <= 256 and on and triton_available()
+    return not torch.is_grad_enabled() and x.shape[-1] <= 256 and on and _kernel_device(x)
 
 
 def fused_gate_wanted(x: Tensor) -> bool:
@@ -157,7 +162,7 @@ def conv2d_bias_add(x: Tensor, weight: Tensor, bias: Tensor, residual: Tensor | 
     On CUDA inference, when the conv's output is channels-last, the conv runs without bias and one pass over
     its token-major view adds bias and residual into its buffer (:mod:`nalasr_kernels.bias_add`)."""
     k = weight.shape[-1]
-    fused = weight.shape[0] <= 256 and fused_conv_bias_wanted(x.permute(0, 2, 3, 1))
+    fused = fused_conv_bias_wanted(bias)  # (C_out,): on x's device, C_out ≤ 256
     y = F.conv2d(x, weight, None if fused else bias, padding=k // 2)
     if fused:
         tokens = y.permute(0, 2, 3, 1)

@@ -22,7 +22,7 @@ def with_ones_column(y: Tensor, pad: int = ONES_PAD) -> Tensor:
     return torch.cat([y, cols], dim=-1)
 
 
-def bias_column_weight(weight: Tensor, bias: Tensor) -> Tensor:
-    """(C_out, C_in) weight and (C_out,) bias → (C_out, C_in + ONES_PAD) [W | b | 0…], the weight for a GEMM
-    over :func:`with_ones_column` inputs: with_ones_column(y) @ result.T == y @ W.T + b."""
-    return torch.cat([weight, bias[:, None], weight.new_zeros(weight.shape[0], ONES_PAD - 1)], dim=1)
+def bias_column_weight(weight: Tensor, bias: Tensor, pad: int = ONES_PAD) -> Tensor:
+    """(C_out, C_in) weight and (C_out,) bias → (C_out, C_in + pad) [W | b | 0…], the weight for a GEMM over
+    :func:`with_ones_column` inputs: with_ones_column(y, pad) @ result.T == y @ W.T + b."""
+    return torch.cat([weight, bias[:, None], weight.new_zeros(weight.shape[0], pad - 1)], dim=1)
