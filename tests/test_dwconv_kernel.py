@@ -68,13 +68,14 @@ def _ones_pad(i: int) -> int:
 
 
 def _split_ones(y: torch.Tensor, ref: torch.Tensor, pad: int) -> tuple[torch.Tensor, bool]:
-    """y's first C channels, and whether y is contiguous and (pad > 0) ends in exactly a 1 and pad − 1 zeros."""
+    """y's first C channels, and whether y is contiguous and (pad > 0) ends in exactly the layout of
+    nalasr.ops.with_ones_column (a 1, then pad − 1 zeros)."""
+    from nalasr.ops import with_ones_column
+
     ok = y.is_contiguous()
     if pad:
         c = ref.shape[-1]
-        tail = torch.zeros(*ref.shape[:-1], pad, dtype=ref.dtype)
-        tail[..., 0] = 1
-        ok = ok and y.shape[-1] == c + pad and torch.equal(y[..., c:].cpu(), tail)
+        ok = ok and y.shape[-1] == c + pad and torch.equal(y[..., c:].cpu(), with_ones_column(ref, pad)[..., c:])
         y = y[..., :c]
     return y, ok
 

@@ -7,14 +7,17 @@
 # Needs the training images under .carry/data/train and Set5 under .carry/data/Set5 (carried; see README.md
 # here for how to fit them under the 64 MiB a call may carry). Writes the new checkpoint, the log, the
 # config and the exported weights to $OUT.
+# A new run beside it instead (RUN names its folder), e.g. ×4 alone from the shipped ×4 weights (session 7):
+#   RUN=run_x4 INIT=weights/nalasr_default_x4.safetensors SCALE=4 OVR=.carry/x4.toml MIN=8.6 LR=2e-4 bash training/device_train.sh
 set -u
 export PYTHONPATH=$PWD:$PWD/kernels PYTHONUNBUFFERED=1
 RUN=.carry/${RUN:-run}
-START="--resume $([ "${RESTART:-1}" = 1 ] && echo --restart --lr ${LR:-2e-4})"
+LR=${LR:-2e-4}
+START="--resume $([ "${RESTART:-1}" = 1 ] && echo --restart --lr $LR)"
 if ls $RUN/checkpoints/ckpt_*.pt >/dev/null 2>&1; then
   :  # a later call of the session: the machine kept the run
 elif [ -n "${INIT:-}" ]; then  # a new run from weights
-  START="--init $INIT --scale ${SCALE:?SCALE with INIT} --lr ${LR:-2e-4}"
+  START="--init $INIT --scale ${SCALE:?SCALE with INIT} --lr $LR"
 else  # first call of a session: seed from the repo
   mkdir -p $RUN/checkpoints && cp training/default_x234/ckpt_*.pt $RUN/checkpoints/
   cp training/default_x234/log.jsonl $RUN/ 2>/dev/null

@@ -22,8 +22,8 @@ from __future__ import annotations
 import importlib.util
 from typing import Any
 
-__all__ = ["HAS_TRITON", "bias_add_triton", "dwconv_gated_norm_triton", "dwconv_gelu_triton", "dwconv_residual_norm_triton", "gated_norm_triton", "layer_norm_triton",
-           "nala_attention_triton"]
+__all__ = ["HAS_TRITON", "bias_add_triton", "dwconv_gated_norm_triton", "dwconv_gelu_triton",
+           "dwconv_residual_norm_triton", "gated_norm_triton", "layer_norm_triton", "nala_attention_triton"]
 
 
 def _probe_triton() -> bool:
