@@ -47,7 +47,7 @@ FIXED = {"BLOCK_N": 64, "CHUNK": 1024, "num_warps": 4}  # side cases: skip autot
 
 def _cases() -> dict[str, dict]:
     base = dict(B=1, H=4, D=16, DV=None, rope=None, params=None, layout="qkvg", zero_q=True, scale=1.0,
-                config=None)
+                v_shift=0.0, config=None)
     out: dict[str, dict] = {}
     for dtype in ("bfloat16", "float16", "float32"):
         # 720×720 LR tokens (4K output at ×... the design's 518K), the model's 4 heads × 16, autotuned path.
@@ -57,6 +57,8 @@ def _cases() -> dict[str, dict]:
     out["bfloat16-train-B32-N4096-H4-D16"] = {**base, "dtype": "bfloat16", "B": 32, "N": 4096}
     out["bfloat16-train-B32-N4096-H4-D16-rope"] = {**base, "dtype": "bfloat16", "B": 32, "N": 4096, "rope": (64, 64)}
     out["float16-N1048576-H4-D16"] = {**base, "dtype": "float16", "N": 1048576}
+    # Values with a common offset (the backward's cancellation, see nalasr_kernels.nala), at full size.
+    out["float16-N518400-H4-D16-v-offset"] = {**base, "dtype": "float16", "N": 518400, "v_shift": 30.0}
     out["float16-N130321-H3-D16-rope-odd"] = {**base, "dtype": "float16", "N": 130321, "H": 3, "rope": (361, 361),
                                                "config": FIXED}
     out["float16-N100003-H2-D32-head_major"] = {**base, "dtype": "float16", "N": 100003, "H": 2, "D": 32,

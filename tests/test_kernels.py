@@ -46,7 +46,7 @@ GPU_CONFIG = {"BLOCK_N": 32, "CHUNK": 64, "num_warps": 4}
 
 def _cases() -> dict[str, dict]:
     base = dict(B=2, N=37, H=2, D=16, DV=None, dtype="float32", rope=None, params=None, layout="contiguous",
-                zero_q=True, scale=1.0, config=SMALL)
+                zero_q=True, scale=1.0, v_shift=0.0, config=SMALL)
     shapes = [
         dict(N=1, H=1, D=16),
         dict(N=7, H=3, D=24, rope=(1, 7)),
@@ -80,6 +80,11 @@ def _cases() -> dict[str, dict]:
                                   N=48, rope=(6, 8), layout="qkvg"),
         # Query elements whose direction is subnormal in float32: the GPU's approximate log2 / division may
         # flush them; the kernels count them as 0 (m = |dir|^p underflows to 0 there anyway).
+        # Values with a large common offset: ∂L/∂q and ∂L/∂k are differences of nearly equal terms (∝ v_j − o_t),
+        # so tf32 products in the backward miss them by ~2^-11 × 30 (the N = 1 cases are the extreme: o = v).
+        "fp16-v-offset": dict(dtype="float16", N=64, H=2, v_shift=30.0, zero_q=False, layout="qkvg"),
+        # The same with RoPE: the uncentred tf32x3 path of the backward.
+        "fp16-v-offset-rope": dict(dtype="float16", N=64, H=2, v_shift=30.0, zero_q=False, rope=(8, 8)),
         "fp32-subnormal-q": dict(N=37, tiny_q=True),
         "bf16-subnormal-q": dict(dtype="bfloat16", N=37, tiny_q=True, layout="qkvg"),
     }
@@ -119,6 +124,9 @@ def _make(case: dict, device: str, seed: int):
         views = lambda *x: tuple(x)  # noqa: E731
     if case["zero_q"]:
         views(*leaves)[0][0, 0] = 0  # every head of one query is the zero vector: dir = 0, m = 0, no NaN allowed
+    if case["v_shift"]:
+        with torch.no_grad():
+            views(*leaves)[2].add_(case["v_shift"])
     if case.get("tiny_q"):
         with torch.no_grad():
             views(*leaves)[0][:, 1:5, :, :3] = 1e-39  # float32/bfloat16 subnormals, next to normal elements

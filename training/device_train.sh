@@ -9,6 +9,8 @@
 # config and the exported weights to $OUT.
 # A new run beside it instead (RUN names its folder), e.g. ×4 alone from the shipped ×4 weights (session 7):
 #   RUN=run_x4 INIT=weights/nalasr_default_x4.safetensors SCALE=4 OVR=.carry/x4.toml MIN=8.6 LR=2e-4 bash training/device_train.sh
+# or the small variant from scratch, ×2/×3/×4 on one trunk (session 8):
+#   RUN=run_small VARIANT=small OVR=.carry/small.toml MIN=7.5 LR=5e-4 bash training/device_train.sh
 set -u
 export PYTHONPATH=$PWD:$PWD/kernels PYTHONUNBUFFERED=1
 RUN=.carry/${RUN:-run}
@@ -18,6 +20,8 @@ if ls $RUN/checkpoints/ckpt_*.pt >/dev/null 2>&1; then
   :  # a later call of the session: the machine kept the run
 elif [ -n "${INIT:-}" ]; then  # a new run from weights
   START="--init $INIT --scale ${SCALE:?SCALE with INIT} --lr $LR"
+elif [ -n "${VARIANT:-}" ]; then  # a new run from scratch
+  START="--variant $VARIANT --scale ${SCALE:-2,3,4} --lr $LR"
 else  # first call of a session: seed from the repo
   mkdir -p $RUN/checkpoints && cp training/default_x234/ckpt_*.pt $RUN/checkpoints/
   cp training/default_x234/log.jsonl $RUN/ 2>/dev/null

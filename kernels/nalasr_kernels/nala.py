@@ -44,6 +44,18 @@ Backward. With g_t = ∂L/∂o_t (chain rule, per (b, h)):
 Numerics: loads are cast to float32; feature maps, S, z, dS, dz and every accumulation are float32. tl.dot runs
 in tf32 for fp16/bf16 inputs (the tf32 rounding, 2^-11, is below the output's own fp16/bf16 rounding) and in
 tf32x3 (≈ fp32) for fp32 inputs; NALASR_DOT_PRECISION=ieee|tf32|tf32x3 overrides.
+
+Conditioning of the backward. ∂L/∂φq_t = S·dnum_t + dden_t·z = (1/(N·den_t)) Σ_j φk_j (v_j − o_t)·g_t is a
+difference of two nearly equal terms wherever the values sit close to the output (one token: o = v exactly;
+values with a large common offset), and a 2^-11 (tf32) rounding of either term is amplified by |v| / |v − o|;
+the same holds for ∂L/∂φk_j ∝ dS·v_j + dz. Without RoPE the kernels therefore centre the values on
+v̄ = Sᵀz / (z·z) (any v̄ is exact algebra; this one is v itself at N = 1): with S' = S − z·v̄ᵀ,
+    ∂L/∂φq_t = S'·dnum_t + dden'_t·z,    dden'_t = dden_t + v̄·dnum_t = −(φq_t·S'·dnum_t − ε·v̄·dnum_t) / den_t
+    dz' = Σ_t dden'_t φq_t = dz + dS·v̄,  ∂L/∂φk_j = (1/N) (dS·(v_j − v̄) + dz')
+  so every product sees only the spread of the values and tf32 keeps its relative 2^-11 (CENTRE: fp16/bf16
+  inputs without RoPE). With RoPE (φ̃ ≠ φ: the two parts pass through different angles) the products that feed
+  dq and dk run in tf32x3 instead, as every product does for fp32 inputs; there the centring is left out, since
+  its few extra fp32 roundings are what is left of the ε-sized gradient at N = 1.
 """
 
 from __future__ import annotations
@@ -378,6 +390,15 @@ def _load_state(STATE, bh, BD: tl.constexpr, BDV: tl.constexpr):
             tl.load(st + 2 * BD * BDV + offs_d), tl.load(st + 2 * BD * BDV + BD + offs_d))
 
 
+@triton.jit
+def _centre(s_c, s_s, z_c, z_s):
+    """v̄ = Sᵀz / (z·z) (BDV,): a weighted mean of the values (weights φk_j·z; 0 when z = 0). The backward works
+    with S − z·v̄ᵀ and v − v̄ instead of S and v (see the module docstring: the cancellation at small spreads)."""
+    zz = tl.sum(z_c * z_c, axis=0) + tl.sum(z_s * z_s, axis=0)
+    vs = tl.sum(s_c * z_c[:, None], axis=0) + tl.sum(s_s * z_s[:, None], axis=0)
+    return vs * tl.where(zz > 0, 1.0 / tl.where(zz > 0, zz, 1.0), 0.0)
+
+
 @triton.jit(do_not_specialize=["N", "W", "N_BUCKET"])
 def _fwd_map(
     Q, STATE, FREQ, O,
@@ -430,7 +451,7 @@ def _bwd_query(
     sq_b, sq_n, sq_h, sq_d, sg_b, sg_n, sg_h, sg_d, sdq_b, sdq_n, sdq_h, sdq_d,
     alpha, lam, tau, eps,
     D: tl.constexpr, DV: tl.constexpr, BD: tl.constexpr, BDV: tl.constexpr,
-    ROPE: tl.constexpr, PREC: tl.constexpr, OFFS64: tl.constexpr, BLOCK_N: tl.constexpr,
+    ROPE: tl.constexpr, PREC_G: tl.constexpr, CENTRE: tl.constexpr, OFFS64: tl.constexpr, BLOCK_N: tl.constexpr,
 ):
     """Over one chunk of queries: dq (map), and partial dS = Σ φ̃q dnumᵀ, dz = Σ dden·φq (reduce) → PART."""
     pid_h = tl.program_id(0)
@@ -441,6 +462,10 @@ def _bwd_query(
     dmask = offs_d < D
     emask = offs_e < DV
     s_c, s_s, z_c, z_s = _load_state(STATE, pid_b * H + pid_h, BD, BDV)
+    if CENTRE:  # centred values: S − z·v̄ᵀ (v̄ enters dden below)
+        vbar = _centre(s_c, s_s, z_c, z_s)
+        s_c = s_c - z_c[:, None] * vbar[None, :]
+        s_s = s_s - z_s[:, None] * vbar[None, :]
     s_cT = tl.trans(s_c)
     s_sT = tl.trans(s_s)
     q_base = _slab(Q, pid_b, pid_h, sq_b, sq_h)
@@ -484,18 +509,22 @@ def _bwd_query(
             phi_s2 = phi_s
         rden = 1.0 / den
         # ---- o = num/den, num = Sᵀφ̃q. ∂L/∂φ̃q = S·dnum, and g·num = den·(φ̃q·S·dnum): dden comes from ∂L/∂φ̃q,
-        # so num (o) is never formed (two products and a (BLOCK_N, BDV) accumulator fewer).
+        # so num (o) is never formed (two products and a (BLOCK_N, BDV) accumulator fewer). With CENTRE, S is
+        # the centred S − z·v̄ᵀ here, and dden the centred dden + v̄·dnum = −(φq·(S − z·v̄ᵀ)·dnum − ε·v̄·dnum)/den.
         dnum = g * rden[:, None]                                  # (BLOCK_N, BDV)
-        gc2 = tl.dot(dnum, s_cT, input_precision=PREC)           # (BLOCK_N, BD)
-        gs2 = tl.dot(dnum, s_sT, input_precision=PREC)
-        dden = -tl.sum(phi_c2 * gc2 + phi_s2 * gs2, axis=1) * rden  # (BLOCK_N,)
-        ds_c = tl.dot(tl.trans(phi_c2), dnum, ds_c, input_precision=PREC)
-        ds_s = tl.dot(tl.trans(phi_s2), dnum, ds_s, input_precision=PREC)
+        gc2 = tl.dot(dnum, s_cT, input_precision=PREC_G)         # (BLOCK_N, BD)
+        gs2 = tl.dot(dnum, s_sT, input_precision=PREC_G)
+        dden = -tl.sum(phi_c2 * gc2 + phi_s2 * gs2, axis=1)
+        if CENTRE:
+            dden += eps * tl.sum(dnum * vbar[None, :], axis=1)
+        dden *= rden                                              # (BLOCK_N,)
+        ds_c = tl.dot(tl.trans(phi_c2), dnum, ds_c, input_precision=PREC_G)
+        ds_s = tl.dot(tl.trans(phi_s2), dnum, ds_s, input_precision=PREC_G)
         # dz = Σ dden·φq through the tensor cores too (dden in column 0 of an otherwise zero operand): a column
         # sum over the tile's tokens would cross warps through shared memory on every tile.
         dden_col = tl.where(offs_1[None, :] == 0, dden[:, None], 0.0)  # (BLOCK_N, 16)
-        dz_c = tl.dot(tl.trans(phi_c), dden_col, dz_c, input_precision=PREC)
-        dz_s = tl.dot(tl.trans(phi_s), dden_col, dz_s, input_precision=PREC)
+        dz_c = tl.dot(tl.trans(phi_c), dden_col, dz_c, input_precision=PREC_G)
+        dz_s = tl.dot(tl.trans(phi_s), dden_col, dz_s, input_precision=PREC_G)
         gc = dden[:, None] * z_c[None, :]
         gs = dden[:, None] * z_s[None, :]
         dm, dth = _feature_grad_angle(m, c, s, c2, s2, gc, gs, gc2, gs2, ROPE)
@@ -517,13 +546,14 @@ def _bwd_query(
 
 @triton.jit(do_not_specialize=["N", "W", "N_BUCKET"])
 def _bwd_key(
-    K, V, DSTATE, FREQ, DK, DV_,
+    K, V, STATE, DSTATE, FREQ, DK, DV_,
     N, W, H, CHUNK, N_BUCKET,
     sk_b, sk_n, sk_h, sk_d, sv_b, sv_n, sv_h, sv_d,
     sdk_b, sdk_n, sdk_h, sdk_d, sdv_b, sdv_n, sdv_h, sdv_d,
     alpha, lam,
     D: tl.constexpr, DV: tl.constexpr, BD: tl.constexpr, BDV: tl.constexpr,
-    LAM_INT: tl.constexpr, ROPE: tl.constexpr, PREC: tl.constexpr, OFFS64: tl.constexpr, BLOCK_N: tl.constexpr,
+    LAM_INT: tl.constexpr, ROPE: tl.constexpr, PREC: tl.constexpr, PREC_G: tl.constexpr, CENTRE: tl.constexpr,
+    OFFS64: tl.constexpr, BLOCK_N: tl.constexpr,
 ):
     """Over one chunk of keys: dv = (dS/N)ᵀφ̃k, ∂L/∂φ̃k = (dS/N)·v, ∂L/∂φk = dz/N, chained into dk."""
     pid_h = tl.program_id(0)
@@ -534,7 +564,10 @@ def _bwd_key(
     dmask = offs_d < D
     emask = offs_e < DV
     ds_c, ds_s, gc, gs = _load_state(DSTATE, pid_b * H + pid_h, BD, BDV)  # dS already scaled by 1/N
-    gc = gc[None, :]  # ∂L/∂φk: the same for every key
+    gc = gc[None, :]  # ∂L/∂φk: the same for every key (CENTRE: the centred dz, so v − v̄ below)
+    if CENTRE:
+        s_c, s_s, z_c, z_s = _load_state(STATE, pid_b * H + pid_h, BD, BDV)
+        vbar = _centre(s_c, s_s, z_c, z_s)
     gs = gs[None, :]
     ds_cT = tl.trans(ds_c)
     ds_sT = tl.trans(ds_s)
@@ -567,8 +600,10 @@ def _bwd_key(
         dv = tl.dot(m * c2, ds_c, input_precision=PREC)
         dv = tl.dot(m * s2, ds_s, dv, input_precision=PREC)
         tl.store(dv_base + rows[:, None] * sdv_n + offs_e[None, :] * sdv_d, dv.to(DV_.dtype.element_ty), mask=mask_e)
-        gc2 = tl.dot(vv, ds_cT, input_precision=PREC)            # (BLOCK_N, BD)
-        gs2 = tl.dot(vv, ds_sT, input_precision=PREC)
+        if CENTRE:
+            vv = vv - vbar[None, :]  # masked tokens become −v̄: nothing of theirs is stored
+        gc2 = tl.dot(vv, ds_cT, input_precision=PREC_G)          # (BLOCK_N, BD)
+        gs2 = tl.dot(vv, ds_sT, input_precision=PREC_G)
         dm, dth = _feature_grad_angle(m, c, s, c2, s2, gc, gs, gc2, gs2, ROPE)
         dth = tl.where(tl.abs(th_raw) <= 0.7852981633974483, dth, 0.0)
         ddir = dth * (0.7853981633974483 * alpha) * (1.0 - u * u)
@@ -704,13 +739,15 @@ def _rope_freq(d: int, bd: int, base: float, device: torch.device) -> Tensor:
     return out
 
 
-def _precision(*tensors: Tensor) -> str:
+def _precision(*tensors: Tensor, grad: bool = False) -> str:
+    """tl.dot precision: tf32x3 for float32 inputs and for the backward's uncentred products (``grad``: with
+    RoPE), else tf32. NALASR_DOT_PRECISION overrides all of them."""
     forced = os.environ.get("NALASR_DOT_PRECISION")
     if forced:
         if forced not in ("ieee", "tf32", "tf32x3"):
             raise ValueError(f"NALASR_DOT_PRECISION={forced!r}: use ieee, tf32 or tf32x3")
         return forced
-    return "tf32x3" if all(t.dtype == torch.float32 for t in tensors) else "tf32"
+    return "tf32x3" if grad or all(t.dtype == torch.float32 for t in tensors) else "tf32"
 
 
 def _lam_int(lam: float) -> int:
@@ -792,7 +829,8 @@ def nala_backward(do: Tensor, q: Tensor, k: Tensor, v: Tensor, state: Tensor, la
     dk = _empty(k.shape, k.dtype, dev)
     dvv = _empty(v.shape, v.dtype, dev)
     dstate = _empty((b, h, state_n), torch.float32, dev)
-    prec = _precision(q, k, v)
+    prec, prec_g = _precision(q, k, v), _precision(q, k, v, grad=rope)
+    centre = not rope and prec_g == "tf32"  # see "Conditioning of the backward" above
     freq = _rope_freq(d, bd, float(rope_base), dev) if rope else state
     bucket = _pow2(b * n * h)
     with _device_guard(q):
@@ -801,12 +839,14 @@ def nala_backward(do: Tensor, q: Tensor, k: Tensor, v: Tensor, state: Tensor, la
         _launch(_bwd_query_tuned, _bwd_query, (h, n_chunks, b),
                 q, do, state, freq, dq, part, n, max(rope_w, 1), h, chunk, n_chunks, bucket,
                 *q.stride(), *do.stride(), *dq.stride(), float(alpha), float(lam), float(tau), float(eps),
-                D=d, DV=dv, BD=bd, BDV=bdv, ROPE=rope, PREC=prec, OFFS64=_offs64(n, q, do, dq))
+                D=d, DV=dv, BD=bd, BDV=bdv, ROPE=rope, PREC_G=prec_g, CENTRE=centre,
+                OFFS64=_offs64(n, q, do, dq))
         _combine_launch(part, dstate, b * h, n_chunks, 1.0 / n, state_n)
         _launch(_bwd_key_tuned, _bwd_key, (h, n_chunks, b),
-                k, v, dstate, freq, dk, dvv, n, max(rope_w, 1), h, chunk, bucket,
+                k, v, state, dstate, freq, dk, dvv, n, max(rope_w, 1), h, chunk, bucket,
                 *k.stride(), *v.stride(), *dk.stride(), *dvv.stride(), float(alpha), float(lam),
-                D=d, DV=dv, BD=bd, BDV=bdv, LAM_INT=_lam_int(lam), ROPE=rope, PREC=prec,
+                D=d, DV=dv, BD=bd, BDV=bdv, LAM_INT=_lam_int(lam), ROPE=rope, PREC=prec, PREC_G=prec_g,
+                CENTRE=centre,
                 OFFS64=_offs64(n, k, v, dk, dvv))
     return dq, dk, dvv
 

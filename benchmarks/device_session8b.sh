@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Session 8, second call (issue 5): the centred backward (tf32, no RoPE) and tf32x3 with RoPE.
+#  - the attention test file on the GPU; then the cancellation cases with every product forced to tf32: the
+#    RoPE case must fail (it relies on tf32x3), the centred ones must pass;
+#  - parity at 518K (incl. values with a common offset), attention times at 518K and a training step;
+#  - Nsight Compute tables (shared memory wavefronts, bank conflicts, L1 requests) of the forward kernels.
+. benchmarks/device_lib.sh s8b
+say "attention tests on the GPU"
+timeout 200 python3 -m pytest -q -rf -p no:cacheprovider tests/test_kernels.py -k "not interpreter" >> $LOG 2>&1
+say "attention tests rc=$?"
+NALASR_DOT_PRECISION=tf32 timeout 100 python3 -m pytest -q -rf -p no:cacheprovider tests/test_kernels.py \
+  -k "cuda and (N1-H1 or v-offset)" > $OUT/forced_tf32.txt 2>&1; say "forced tf32 rc=$?"
+tail -6 $OUT/forced_tf32.txt >> $LOG
+say "parity 518K"
+timeout 150 python3 benchmarks/gpu_kernels_check.py --cases 518400 >> $LOG 2>&1; say "check rc=$?"
+timeout 150 python3 benchmarks/kernel_diag_gpu.py --json $OUT/diag.json --sizes 518400 --ppsm 8 \
+  --parts attention,profile,registers,train >> $LOG 2>&1; say "diag rc=$?"
+NCU=$(command -v ncu || ls /usr/local/cuda*/bin/ncu 2>/dev/null | head -1)
+timeout 120 $NCU --profile-from-start off -k regex:"_fwd_reduce|_fwd_map" --section SpeedOfLight \
+  --section MemoryWorkloadAnalysis_Tables --section ComputeWorkloadAnalysis --section InstructionStats \
+  python3 benchmarks/ncu_attention.py > $OUT/ncu_fwd_tables.txt 2>&1; say "ncu rc=$?"
+grep -E "FAIL|ERROR|passed|failed|518400|==|µs ×|step" $LOG | tail -50
