@@ -17,7 +17,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from nalasr.weights import load_weights, save_weights, shipped_dir, shipped_name  # noqa: E402
+from nalasr.model import VARIANTS  # noqa: E402
+from nalasr.weights import load_weights, read_header, save_weights, shipped_dir, shipped_name  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+# Where each shipped variant's training run (checkpoint and log) lives in this repo.
+RUN_LOGS = {"default": "training/default_x234/log.jsonl", "small": "training/small_x234/log.jsonl"}
 
 TRAINING_DATA = (
     "T91 (91), BSD200 (200), McMaster (18) and 9 LIVE1 images: 318 HR images, 43.5 MP. "
@@ -50,19 +55,45 @@ def main() -> None:
         }
         save_weights(model, path, card)
         rows.append((scale, card))
-    (shipped_dir() / "README.md").write_text(render(rows, a.variant, a.log))
+    logs = {**{v: ROOT / p for v, p in RUN_LOGS.items()}, **({a.variant: a.log} if a.log else {})}
+    (shipped_dir() / "README.md").write_text(render(logs))
     print(f"updated {len(rows)} weights cards and {shipped_dir() / 'README.md'}")
 
 
-def render(rows: list[tuple[int, dict]], variant: str, log: Path | None) -> str:
-    sets = list(rows[0][1]["results"]["sets"])
-    card0 = rows[0][1]
+def shipped_cards(variant: str) -> list[tuple[int, dict]]:
+    """(scale, card) of every shipped file of a variant that carries measured results."""
+    rows = []
+    for scale in (2, 3, 4):
+        path = shipped_dir() / shipped_name(variant, scale)
+        if path.is_file():
+            card = read_header(path)[1]
+            if "results" in card:
+                rows.append((scale, card))
+    return rows
+
+
+def render(logs: dict[str, Path]) -> str:
+    """weights/README.md: one section per shipped variant (from the cards in the files' headers)."""
     lines = [
         "# Shipped weights",
         "",
-        f"NaLaSR `{variant}` variant, x2 / x3 / x4 (`nalasr_{variant}_x{{s}}.safetensors`). Each file is",
-        "safetensors with its config and this card in the header; `nalasr models` lists them and",
-        "`nalasr.weights.read_header(path)` returns (config, card).",
+        "NaLaSR x2 / x3 / x4 per variant (`nalasr_{variant}_x{s}.safetensors`). Each file is safetensors with its",
+        "config and its card in the header; `nalasr models` lists them and `nalasr.weights.read_header(path)`",
+        "returns (config, card).",
+        "",
+    ]
+    for variant in VARIANTS:
+        rows = shipped_cards(variant)
+        if rows:
+            lines += render_variant(rows, variant, logs.get(variant))
+    return "\n".join(lines)
+
+
+def render_variant(rows: list[tuple[int, dict]], variant: str, log: Path | None) -> list[str]:
+    sets = list(rows[0][1]["results"]["sets"])
+    card0 = rows[0][1]
+    lines = [
+        f"## `{variant}` variant",
         "",
         f"- Training data: {TRAINING_DATA}",
         f"- Iterations: {card0['iterations']} steps, one trunk trained jointly for x{card0.get('scales_trained_jointly')}"
@@ -73,7 +104,7 @@ def render(rows: list[tuple[int, dict]], variant: str, log: Path | None) -> str:
         f"- Schedule: {card0.get('training_schedule') or 'warm-up, then cosine from lr ' + str(card0['lr'])}",
         f"- Command: `{card0.get('training_command', '')}`",
         "",
-        "## Measured (Y-PSNR / SSIM, the standard protocol: `nalasr eval SETS --scale S`)",
+        f"### Measured (Y-PSNR / SSIM, the standard protocol: `nalasr eval SETS --scale S --variant {variant}`)",
         "",
         "| scale | " + " | ".join(sets) + " |",
         "|---|" + "---|" * len(sets),
@@ -84,14 +115,14 @@ def render(rows: list[tuple[int, dict]], variant: str, log: Path | None) -> str:
     r = rows[0][1]["results"]
     lines += ["", f"Measured on {r['device']} in {r['precision']}.", ""]
     if log is not None and log.exists():
-        lines += ["## Validation curve (Set5, EMA weights, during training)", "", "| step | x2 | x3 | x4 |", "|---|---|---|---|"]
+        lines += ["### Validation curve (Set5, EMA weights, during training)", "", "| step | x2 | x3 | x4 |", "|---|---|---|---|"]
         for line in log.read_text().splitlines():
             rec = json.loads(line)
             if "val" in rec:
                 v = rec["val"]
                 lines.append(f"| {v['step']} | " + " | ".join(f"{v.get(f'psnr_x{s}', float('nan')):.2f}" for s in (2, 3, 4)) + " |")
         lines.append("")
-    return "\n".join(lines)
+    return lines
 
 
 if __name__ == "__main__":

@@ -94,13 +94,23 @@ _CONFIG: dict | None = None
 # ================================================================================================ device math
 
 
+# Benchmark switch (benchmarks/device_session8d.sh), off by default: tanh.approx.f32 (one MUFU op, relative
+# error ~2^-11) instead of the exp2 + division below, to measure what the instruction count is worth.
+_FAST_TANH = tl.constexpr(not _INTERPRET and os.environ.get("NALASR_FAST_TANH", "0") == "1")
+
+
 @triton.jit
 def _tanh(x):
     # One exp2 and one division. e = e^(−2|x|) ∈ (0, 1], so nothing overflows for any x; the absolute error
     # (~1e-7) is what an angle or an exponent needs.
-    e = tl.exp2(tl.abs(x) * -2.885390081777927)  # −2·log2(e)
-    t = _div(1.0 - e, 1.0 + e)
-    return tl.where(x < 0, -t, t)
+    if _FAST_TANH:
+        t = tl.inline_asm_elementwise("tanh.approx.f32 $0, $1;", "=r,r", [x], dtype=tl.float32, is_pure=True,
+                                      pack=1)
+    else:
+        e = tl.exp2(tl.abs(x) * -2.885390081777927)  # −2·log2(e)
+        t = _div(1.0 - e, 1.0 + e)
+        t = tl.where(x < 0, -t, t)
+    return t
 
 
 _FLT_MIN = tl.constexpr(1.1754943508222875e-38)  # smallest normal float32: |dir| below it counts as 0
