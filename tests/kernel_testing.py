@@ -5,6 +5,7 @@
   suite (a later CUDA run in the same process would silently interpret), hence a subprocess per test file.
 - ``nan_filled_buffers``: fresh torch.empty buffers come NaN-filled, so an element a kernel fails to write shows.
 - ``rel_err``: the relative RMS error every parity check compares with its tolerance.
+- ``tf32_dots_in_interpreter``: the interpreter's tl.dot rounds its operands to tf32 where the GPU's would.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+import numpy as np
 import torch
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -54,3 +56,40 @@ def rel_err(got: torch.Tensor, ref: torch.Tensor) -> float:
         return math.inf
     den = ref.pow(2).mean().sqrt().item()
     return (got - ref).pow(2).mean().sqrt().item() / max(den, 1e-300)
+
+
+def _round_tf32(x: np.ndarray) -> np.ndarray:
+    """float32 → the nearest tf32 (10 mantissa bits, ties away from zero, as cvt.rna.tf32.f32); inf/NaN kept."""
+    bits = np.ascontiguousarray(x, dtype=np.float32).view(np.uint32)
+    special = (bits & np.uint32(0x7F800000)) == np.uint32(0x7F800000)
+    rounded = (bits + np.uint32(0x1000)) & np.uint32(0xFFFFE000)
+    return np.where(special, bits, rounded).view(np.float32)
+
+
+@contextlib.contextmanager
+def tf32_dots_in_interpreter() -> Iterator[None]:
+    """Inside, a tl.dot the kernel asks for in tf32 rounds its float32 operands to tf32 under TRITON_INTERPRET.
+
+    The interpreter multiplies in float32 whatever input_precision says, while the GPU's tf32 products keep 10
+    mantissa bits of each operand: a cancellation that tf32 cannot carry (the attention backward at N = 1) passed
+    on CPU and failed on the GPU. With this the CPU parity tests see the GPU's operand rounding (tf32x3 and ieee
+    stay float32, as on the GPU to within float32 accumulation order)."""
+    from triton._C.libtriton import ir
+    from triton.runtime import interpreter
+
+    builder = getattr(interpreter, "InterpreterBuilder", None)
+    if builder is None or not hasattr(builder, "create_dot"):
+        raise RuntimeError("this Triton's interpreter has no InterpreterBuilder.create_dot to emulate tf32 in")
+    real = builder.create_dot
+
+    def create_dot(self, a, b, d, input_precision, max_num_imprecise_acc):
+        if input_precision == ir.INPUT_PRECISION.TF32:
+            a, b = (interpreter.TensorHandle(_round_tf32(t.data), t.dtype) if t.data.dtype == np.float32 else t
+                    for t in (a, b))
+        return real(self, a, b, d, input_precision, max_num_imprecise_acc)
+
+    builder.create_dot = create_dot
+    try:
+        yield
+    finally:
+        builder.create_dot = real

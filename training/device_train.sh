@@ -11,6 +11,8 @@
 #   RUN=run_x4 INIT=weights/nalasr_default_x4.safetensors SCALE=4 OVR=.carry/x4.toml MIN=8.6 LR=2e-4 bash training/device_train.sh
 # or the small variant from scratch, ×2/×3/×4 on one trunk (session 8):
 #   RUN=run_small VARIANT=small OVR=.carry/small.toml MIN=7.5 LR=5e-4 bash training/device_train.sh
+# (.carry/small.toml: cuda_graphs = true, scale_weights = [1, 1, 2]) and its continuation in a later session:
+#   RUN=run_small SEED=training/small_x234 OVR=.carry/small.toml MIN=… LR=… bash training/device_train.sh
 set -u
 export PYTHONPATH=$PWD:$PWD/kernels PYTHONUNBUFFERED=1
 RUN=.carry/${RUN:-run}
@@ -22,9 +24,10 @@ elif [ -n "${INIT:-}" ]; then  # a new run from weights
   START="--init $INIT --scale ${SCALE:?SCALE with INIT} --lr $LR"
 elif [ -n "${VARIANT:-}" ]; then  # a new run from scratch
   START="--variant $VARIANT --scale ${SCALE:-2,3,4} --lr $LR"
-else  # first call of a session: seed from the repo
-  mkdir -p $RUN/checkpoints && cp training/default_x234/ckpt_*.pt $RUN/checkpoints/
-  cp training/default_x234/log.jsonl $RUN/ 2>/dev/null
+else  # first call of a session: seed from the repo (SEED: the run's folder there; the default variant's by default)
+  SEED=${SEED:-training/default_x234}
+  mkdir -p $RUN/checkpoints && cp $SEED/ckpt_*.pt $RUN/checkpoints/
+  cp $SEED/log.jsonl $RUN/ 2>/dev/null
 fi
 # Choices an earlier call of the same session measured (benchmarks/device_session3.sh writes them):
 # .carry/train_env (environment, e.g. the fused LayerNorm) and .carry/train_override.toml (config keys that
