@@ -24,23 +24,30 @@ def _real_shipped_dir(monkeypatch):
     monkeypatch.delenv("NALASR_WEIGHTS", raising=False)
 
 
+SHIPPED_VARIANTS = ["default", "small"]  # the variants weights/ ships, each at every scale
+
+
+@pytest.mark.parametrize("variant", SHIPPED_VARIANTS)
 @pytest.mark.parametrize("scale", SCALES)
-def test_shipped_weights_load_with_their_card(scale):
-    cfg, card = read_header(SHIPPED_DIR / shipped_name("default", scale))
+def test_shipped_weights_load_with_their_card(variant, scale):
+    cfg, card = read_header(SHIPPED_DIR / shipped_name(variant, scale))
     assert cfg.scale == scale and card["scale"] == scale and card["iterations"] > 0
+    assert card["variant"] == variant
     assert "DIV2K is not available" in card["training_data"]
     assert set(card["results"]["sets"]) == {"Set5", "Set14", "BSD100", "Urban100"}
 
 
+@pytest.mark.parametrize("variant", SHIPPED_VARIANTS)
 @pytest.mark.parametrize("scale", [2, 4])
-def test_cli_upscale_with_shipped_weights_beats_bicubic(tmp_path, capsys, scale):
+def test_cli_upscale_with_shipped_weights_beats_bicubic(tmp_path, capsys, scale, variant):
     hr = eval_hr(skimage.data.chelsea()[:160, 100:340], scale)  # a detailed crop: fur and an eye
     lr = make_lr(hr, scale)
     Image.fromarray(lr).save(tmp_path / "cat.png")
-    code = run(["upscale", str(tmp_path / "cat.png"), "--scale", str(scale), "--device", "cpu", "--threads", "1", "--json"])
+    code = run(["upscale", str(tmp_path / "cat.png"), "--scale", str(scale), "--variant", variant, "--device", "cpu",
+                "--threads", "1", "--json"])
     assert code == 0
     report = json.loads(capsys.readouterr().out)
-    assert report["weights"].endswith(shipped_name("default", scale))
+    assert report["weights"].endswith(shipped_name(variant, scale))
     sr = np.asarray(Image.open(tmp_path / f"cat_x{scale}.png"))
     ours, _ = score(sr, hr, scale)
     base, _ = score(bicubic_up(lr, scale), hr, scale)

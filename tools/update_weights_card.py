@@ -17,7 +17,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from nalasr.model import VARIANTS  # noqa: E402
+from nalasr.model import DEFAULT_VARIANT, VARIANTS  # noqa: E402
 from nalasr.weights import load_weights, read_header, save_weights, shipped_dir, shipped_name  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -82,7 +82,7 @@ def render(logs: dict[str, Path]) -> str:
         "returns (config, card).",
         "",
     ]
-    for variant in VARIANTS:
+    for variant in sorted(VARIANTS, key=lambda v: v != DEFAULT_VARIANT):  # the default first
         rows = shipped_cards(variant)
         if rows:
             lines += render_variant(rows, variant, logs.get(variant))
@@ -90,7 +90,8 @@ def render(logs: dict[str, Path]) -> str:
 
 
 def render_variant(rows: list[tuple[int, dict]], variant: str, log: Path | None) -> list[str]:
-    sets = list(rows[0][1]["results"]["sets"])
+    order = ["Set5", "Set14", "BSD100", "Urban100", "Manga109"]  # the papers' column order (cards sort by name)
+    sets = sorted(rows[0][1]["results"]["sets"], key=lambda s: (order.index(s) if s in order else len(order), s))
     card0 = rows[0][1]
     lines = [
         f"## `{variant}` variant",

@@ -575,10 +575,10 @@ def _bwd_key(
     emask = offs_e < DV
     ds_c, ds_s, gc, gs = _load_state(DSTATE, pid_b * H + pid_h, BD, BDV)  # dS already scaled by 1/N
     gc = gc[None, :]  # ∂L/∂φk: the same for every key (CENTRE: the centred dz, so v − v̄ below)
+    gs = gs[None, :]
     if CENTRE:
         s_c, s_s, z_c, z_s = _load_state(STATE, pid_b * H + pid_h, BD, BDV)
         vbar = _centre(s_c, s_s, z_c, z_s)
-    gs = gs[None, :]
     ds_cT = tl.trans(ds_c)
     ds_sT = tl.trans(ds_s)
     k_base = _slab(K, pid_b, pid_h, sk_b, sk_h)
