@@ -7,10 +7,9 @@
 # About 4-5 minutes; carry .carry/data too to start a training call right after it.
 . benchmarks/device_lib.sh profile
 say "kernel + layernorm parity (518K)"
-timeout 150 python3 benchmarks/gpu_kernels_check.py --cases 518400 >> $LOG 2>&1; say "check rc=$?"
+check_518k 150
 say "kernel tests on the GPU (dwconv, bias add, attention parity incl. N = 1)"
-timeout 150 python3 -m pytest -q -rf -p no:cacheprovider tests/test_dwconv_kernel.py tests/test_bias_add_kernel.py \
-  tests/test_kernels.py -k "not interpreter" >> $LOG 2>&1; say "kernel tests rc=$?"
+kernel_tests 150 tests/test_dwconv_kernel.py tests/test_bias_add_kernel.py tests/test_kernels.py
 OLD=""; [ -f .carry/old/nala_old.py ] && OLD="--old .carry/old/nala_old.py"
 say "attention kernels"
 timeout 100 python3 benchmarks/kernel_diag_gpu.py --json $OUT/diag.json $OLD --sizes 518400 --ppsm 8 \

@@ -8,10 +8,9 @@
 #  - `nalasr bench` at the issue-6 sizes.
 . benchmarks/device_lib.sh s8
 say "kernel + layernorm parity (518K)"
-timeout 150 python3 benchmarks/gpu_kernels_check.py --cases 518400 >> $LOG 2>&1; say "check rc=$?"
+check_518k 150
 say "kernel tests on the GPU"
-timeout 200 python3 -m pytest -q -rf -p no:cacheprovider tests/test_dwconv_kernel.py tests/test_bias_add_kernel.py \
-  tests/test_kernels.py -k "not interpreter" >> $LOG 2>&1; say "kernel tests rc=$?"
+kernel_tests 200 tests/test_dwconv_kernel.py tests/test_bias_add_kernel.py tests/test_kernels.py
 say "cancellation cases with the backward forced to tf32 (expected: fail)"
 NALASR_DOT_PRECISION=tf32 timeout 100 python3 -m pytest -q -rf -p no:cacheprovider tests/test_kernels.py \
   -k "cuda and (N1-H1 or v-offset)" > $OUT/forced_tf32.txt 2>&1; say "forced tf32 rc=$? (1 = the tests caught it)"

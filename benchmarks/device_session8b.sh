@@ -6,13 +6,12 @@
 #  - Nsight Compute tables (shared memory wavefronts, bank conflicts, L1 requests) of the forward kernels.
 . benchmarks/device_lib.sh s8b
 say "attention tests on the GPU"
-timeout 200 python3 -m pytest -q -rf -p no:cacheprovider tests/test_kernels.py -k "not interpreter" >> $LOG 2>&1
-say "attention tests rc=$?"
+kernel_tests 200 tests/test_kernels.py
 NALASR_DOT_PRECISION=tf32 timeout 100 python3 -m pytest -q -rf -p no:cacheprovider tests/test_kernels.py \
   -k "cuda and (N1-H1 or v-offset)" > $OUT/forced_tf32.txt 2>&1; say "forced tf32 rc=$?"
 tail -6 $OUT/forced_tf32.txt >> $LOG
 say "parity 518K"
-timeout 150 python3 benchmarks/gpu_kernels_check.py --cases 518400 >> $LOG 2>&1; say "check rc=$?"
+check_518k 150
 timeout 150 python3 benchmarks/kernel_diag_gpu.py --json $OUT/diag.json --sizes 518400 --ppsm 8 \
   --parts attention,profile,registers,train >> $LOG 2>&1; say "diag rc=$?"
 NCU=$(command -v ncu || ls /usr/local/cuda*/bin/ncu 2>/dev/null | head -1)

@@ -46,8 +46,7 @@ FIXED = {"BLOCK_N": 64, "CHUNK": 1024, "num_warps": 4}  # side cases: skip autot
 
 
 def _cases() -> dict[str, dict]:
-    base = dict(B=1, H=4, D=16, DV=None, rope=None, params=None, layout="qkvg", zero_q=True, scale=1.0,
-                v_shift=0.0, config=None)
+    base = {**T.CASE_DEFAULTS, "B": 1, "H": 4, "D": 16, "layout": "qkvg", "config": None}
     out: dict[str, dict] = {}
     for dtype in ("bfloat16", "float16", "float32"):
         # 720×720 LR tokens (4K output at ×... the design's 518K), the model's 4 heads × 16, autotuned path.

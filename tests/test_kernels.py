@@ -44,9 +44,13 @@ GPU_CONFIG = {"BLOCK_N": 32, "CHUNK": 64, "num_warps": 4}
 # ------------------------------------------------------------------------------------------------------ cases
 
 
+# Every key _make and run_case read; a case overrides some (benchmarks/gpu_kernels_check.py builds its cases on it).
+CASE_DEFAULTS = dict(B=2, N=37, H=2, D=16, DV=None, dtype="float32", rope=None, params=None, layout="contiguous",
+                     zero_q=True, scale=1.0, v_shift=0.0, config=SMALL)
+
+
 def _cases() -> dict[str, dict]:
-    base = dict(B=2, N=37, H=2, D=16, DV=None, dtype="float32", rope=None, params=None, layout="contiguous",
-                zero_q=True, scale=1.0, v_shift=0.0, config=SMALL)
+    base = CASE_DEFAULTS
     shapes = [
         dict(N=1, H=1, D=16),
         dict(N=7, H=3, D=24, rope=(1, 7)),
@@ -78,13 +82,13 @@ def _cases() -> dict[str, dict]:
         "fp16-large-values": dict(dtype="float16", scale=30.0, N=64, layout="qkvg"),
         "bf16-alpha20-rope": dict(dtype="bfloat16", params=dict(lam=3.0, tau=0.5, alpha=20.0, eps=1e-6),
                                   N=48, rope=(6, 8), layout="qkvg"),
-        # Query elements whose direction is subnormal in float32: the GPU's approximate log2 / division may
-        # flush them; the kernels count them as 0 (m = |dir|^p underflows to 0 there anyway).
         # Values with a large common offset: ∂L/∂q and ∂L/∂k are differences of nearly equal terms (∝ v_j − o_t),
         # so tf32 products in the backward miss them by ~2^-11 × 30 (the N = 1 cases are the extreme: o = v).
         "fp16-v-offset": dict(dtype="float16", N=64, H=2, v_shift=30.0, zero_q=False, layout="qkvg"),
         # The same with RoPE: the uncentred tf32x3 path of the backward.
         "fp16-v-offset-rope": dict(dtype="float16", N=64, H=2, v_shift=30.0, zero_q=False, rope=(8, 8)),
+        # Query elements whose direction is subnormal in float32: the GPU's approximate log2 / division may
+        # flush them; the kernels count them as 0 (m = |dir|^p underflows to 0 there anyway).
         "fp32-subnormal-q": dict(N=37, tiny_q=True),
         "bf16-subnormal-q": dict(dtype="bfloat16", N=37, tiny_q=True, layout="qkvg"),
     }

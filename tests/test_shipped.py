@@ -14,7 +14,7 @@ import skimage.data
 from PIL import Image
 
 from nalasr.cli import run
-from nalasr.model import SCALES
+from nalasr.model import SCALES, VARIANTS
 from nalasr.protocol import bicubic_up, eval_hr, make_lr, score
 from nalasr.weights import SHIPPED_DIR, read_header, shipped_name
 
@@ -24,7 +24,7 @@ def _real_shipped_dir(monkeypatch):
     monkeypatch.delenv("NALASR_WEIGHTS", raising=False)
 
 
-SHIPPED_VARIANTS = ["default", "small"]  # the variants weights/ ships, each at every scale
+SHIPPED_VARIANTS = list(VARIANTS)  # weights/ ships every variant, each at every scale
 
 
 @pytest.mark.parametrize("variant", SHIPPED_VARIANTS)

@@ -17,7 +17,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from nalasr.model import DEFAULT_VARIANT, VARIANTS  # noqa: E402
+from nalasr.model import DEFAULT_VARIANT, SCALES, VARIANTS  # noqa: E402
 from nalasr.weights import load_weights, read_header, save_weights, shipped_dir, shipped_name  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -40,7 +40,6 @@ def main() -> None:
     a = ap.parse_args()
 
     reports = {r["scale"]: r for r in (json.loads(p.read_text()) for p in a.eval)}
-    rows = []
     for scale, rep in sorted(reports.items()):
         path = shipped_dir() / shipped_name(a.variant, scale)
         model = load_weights(path, scale=scale)
@@ -54,16 +53,15 @@ def main() -> None:
             "sets": {s["name"]: {"psnr": round(s["psnr"], 4), "ssim": round(s["ssim"], 5)} for s in rep["sets"]},
         }
         save_weights(model, path, card)
-        rows.append((scale, card))
     logs = {**{v: ROOT / p for v, p in RUN_LOGS.items()}, **({a.variant: a.log} if a.log else {})}
     (shipped_dir() / "README.md").write_text(render(logs))
-    print(f"updated {len(rows)} weights cards and {shipped_dir() / 'README.md'}")
+    print(f"updated {len(reports)} weights cards and {shipped_dir() / 'README.md'}")
 
 
 def shipped_cards(variant: str) -> list[tuple[int, dict]]:
     """(scale, card) of every shipped file of a variant that carries measured results."""
     rows = []
-    for scale in (2, 3, 4):
+    for scale in SCALES:
         path = shipped_dir() / shipped_name(variant, scale)
         if path.is_file():
             card = read_header(path)[1]
