@@ -324,3 +324,23 @@ if __name__ == "__main__":
         _worker(sys.argv[2])
     else:
         sys.exit("usage: test_kernels.py --worker OUT.json (run by the tests under TRITON_INTERPRET=1)")
+
+
+def test_approx_math_rule(monkeypatch):
+    """APPROX (tanh.approx, shorter sin/cos series) exactly when every input is 16-bit; the env var forces it."""
+    if not _have_triton():
+        pytest.skip("triton is not installed")
+    sys.path.insert(0, str(ROOT / "kernels"))
+    from nalasr_kernels.nala import _approx_math
+
+    h, b, f = (torch.zeros(1, dtype=t) for t in (torch.float16, torch.bfloat16, torch.float32))
+    monkeypatch.delenv("NALASR_APPROX_MATH", raising=False)
+    assert _approx_math(h, h, h) and _approx_math(b, b, b) and _approx_math(h, b, h)
+    assert not _approx_math(f, f, f) and not _approx_math(h, h, f)
+    monkeypatch.setenv("NALASR_APPROX_MATH", "0")
+    assert not _approx_math(h, h, h)
+    monkeypatch.setenv("NALASR_APPROX_MATH", "1")
+    assert _approx_math(f, f, f)
+    monkeypatch.setenv("NALASR_APPROX_MATH", "yes")
+    with pytest.raises(ValueError, match="NALASR_APPROX_MATH"):
+        _approx_math(h)

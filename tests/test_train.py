@@ -226,6 +226,23 @@ def test_sampler_unquantised_lr_and_too_small_images():
         sampler([])
 
 
+def test_hr_rescale_adds_protocol_downscaled_copies():
+    images = [smooth_image(60, 72, 0), smooth_image(41, 50, 1)]
+    plain, more = sampler(images), sampler(images, hr_rescale=[0.75, 0.5])
+    assert len(plain.images) == 2 and len(more.images) == 6
+    for k, (f, i) in enumerate([(f, i) for f in (0.75, 0.5) for i in range(2)]):
+        got = more.images[2 + k]
+        want = imresize(torch.from_numpy(images[i].transpose(2, 0, 1).copy()).double(), scale=f)
+        h, w = images[i].shape[:2]
+        assert got.dtype == torch.uint8 and got.shape == (3, math.ceil(h * f), math.ceil(w * f))
+        assert (got.double() - want.round().clamp(0, 255)).abs().max() <= 1  # float32 vs float64 rounding ties
+    assert torch.equal(more.images[0], plain.images[0])
+    # the copies take part by area: x4 with patch 8 needs 48 px, which 0.75 · 60 = 45 no longer has
+    assert more.usable(2).tolist() == [0, 1, 2, 3, 4] and more.usable(4).tolist() == [0]
+    with pytest.raises(InputError, match="hr_rescale"):
+        TrainConfig(hr_rescale=[1.0]).validate()
+
+
 def dihedral(x: np.ndarray) -> list[np.ndarray]:
     """The 8 flips/rotations of (..., S, S), as functions of the last two axes."""
     out = []

@@ -3,7 +3,10 @@
 #   MIN=8.4 LR=2e-4 bash training/device_train.sh
 # By default a warm restart (--restart --lr $LR) whose cosine is fitted to MIN minutes (STEPS only bounds it).
 # One cosine over two back-to-back calls: FIT=0 STEPS=<end step> for the first (RESTART=1), then RESTART=0
-# FIT=1 for the second (it continues the same schedule and re-fits its end to the minutes left).
+# FIT=1 for the second (it continues the same schedule and re-fits its end to the minutes left). STEPS unset: with
+# RESTART=0 the run's own schedule (the fit re-fits its end after 200 steps), else 1,000,000 (only a bound for
+# the fit). Until session 9 it was 1,000,000 for RESTART=0 too, which put a continuation's first 200 steps back
+# near the peak LR.
 # Needs the training images under .carry/data/train and Set5 under .carry/data/Set5 (carried; see README.md
 # here for how to fit them under the 64 MiB a call may carry). Writes the new checkpoint, the log, the
 # config and the exported weights to $OUT.
@@ -38,7 +41,9 @@ OVERRIDE=""
 [ -f $OVR ] && OVERRIDE="--config $OVR" && cat $OVR
 nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv,noheader
 python3 -m nalasr train --out $RUN $START $OVERRIDE --data .carry/data/train --data-root .carry/data \
-  --steps ${STEPS:-1000000} --max-minutes ${MIN:-7.5} $([ "${FIT:-1}" = 1 ] && echo --fit-schedule || echo --no-fit-schedule) \
+  $(STEPS=${STEPS:-$([ "${RESTART:-1}" = 1 ] && echo 1000000)}; [ -n "$STEPS" ] && echo --steps $STEPS) \
+  --max-minutes ${MIN:-7.5} \
+  $([ "${FIT:-1}" = 1 ] && echo --fit-schedule || echo --no-fit-schedule) \
   --device cuda \
   ${EXTRA:-} 2>&1 \
   | tee $OUT/train_stdout.txt | grep -v "^train " | tail -30

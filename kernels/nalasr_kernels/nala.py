@@ -93,17 +93,15 @@ _CONFIG: dict | None = None
 
 # ================================================================================================ device math
 
-
-# Benchmark switch (benchmarks/device_session8d.sh), off by default: tanh.approx.f32 (one MUFU op, relative
-# error ~2^-11) instead of the exp2 + division below, to measure what the instruction count is worth.
-_FAST_TANH = tl.constexpr(not _INTERPRET and os.environ.get("NALASR_FAST_TANH", "0") == "1")
+_FAST_MATH = tl.constexpr(not _INTERPRET)  # the interpreter runs NumPy: no lg2.approx / div.approx / tanh.approx there
 
 
 @triton.jit
-def _tanh(x):
+def _tanh(x, APPROX: tl.constexpr):
     # One exp2 and one division. e = e^(−2|x|) ∈ (0, 1], so nothing overflows for any x; the absolute error
-    # (~1e-7) is what an angle or an exponent needs.
-    if _FAST_TANH:
+    # (~1e-7) is what an angle or an exponent needs. APPROX (16-bit inputs, see _approx_math): tanh.approx.f32,
+    # one MUFU op with relative error ~2^-11, below the tf32 rounding of the products these inputs run in.
+    if APPROX and _FAST_MATH:
         t = tl.inline_asm_elementwise("tanh.approx.f32 $0, $1;", "=r,r", [x], dtype=tl.float32, is_pure=True,
                                       pack=1)
     else:
@@ -114,7 +112,6 @@ def _tanh(x):
 
 
 _FLT_MIN = tl.constexpr(1.1754943508222875e-38)  # smallest normal float32: |dir| below it counts as 0
-_FAST_MATH = tl.constexpr(not _INTERPRET)  # the interpreter runs NumPy: no lg2.approx / div.approx there
 
 
 @triton.jit
@@ -138,13 +135,19 @@ def _div(x, y):
 
 
 @triton.jit
-def _sincos_small(t):
+def _sincos_small(t, APPROX: tl.constexpr):
     # cos, sin for |t| ≤ π/4 (+ rounding): Taylor to degree 8 / 9, truncation error < 3e-8. Only FMAs: the
     # MUFU (sin/cos/exp2/log2) pipe has 1/8 of the FMA throughput and is already busy with tanh and pow.
+    # APPROX (16-bit inputs): degree 6 / 7, error < 4e-6 (t⁸/8! at π/4), a hundredth of the inputs' own rounding.
     t2 = t * t
-    c = 1.0 + t2 * (-0.5 + t2 * (0.041666666666666664 + t2 * (-0.001388888888888889 + t2 * 2.48015873015873e-05)))
-    s = t * (1.0 + t2 * (-0.16666666666666666 + t2 * (0.008333333333333333
-                                                      + t2 * (-0.0001984126984126984 + t2 * 2.7557319223985893e-06))))
+    if APPROX:
+        c = 1.0 + t2 * (-0.5 + t2 * (0.041666666666666664 + t2 * -0.001388888888888889))
+        s = t * (1.0 + t2 * (-0.16666666666666666 + t2 * (0.008333333333333333 + t2 * -0.0001984126984126984)))
+    else:
+        c = 1.0 + t2 * (-0.5 + t2 * (0.041666666666666664 + t2 * (-0.001388888888888889
+                                                                  + t2 * 2.48015873015873e-05)))
+        s = t * (1.0 + t2 * (-0.16666666666666666 + t2 * (0.008333333333333333
+                                                          + t2 * (-0.0001984126984126984 + t2 * 2.7557319223985893e-06))))
     return c, s
 
 
@@ -156,7 +159,7 @@ def _sincos_any(t):
     r = t - kq * 1.5703125
     r = r - kq * 4.837512969970703e-04
     r = r - kq * 7.549789954891882e-08
-    c0, s0 = _sincos_small(r)
+    c0, s0 = _sincos_small(r, False)  # RoPE runs its products in tf32x3: the full-precision series
     quad = kq.to(tl.int32) & 3
     c = tl.where(quad == 0, c0, tl.where(quad == 1, -s0, tl.where(quad == 2, -c0, s0)))
     s = tl.where(quad == 0, s0, tl.where(quad == 1, c0, tl.where(quad == 2, -s0, -c0)))
@@ -179,9 +182,9 @@ def _direction(x):
 
 
 @triton.jit
-def _angle(dirn, alpha):
+def _angle(dirn, alpha, APPROX: tl.constexpr):
     """θ = clamp((π/4)·tanh(α·dir), ±Θ). Returns u = tanh(α·dir), θ_raw = (π/4)·u, θ."""
-    u = _tanh(alpha * dirn)
+    u = _tanh(alpha * dirn, APPROX)
     th_raw = u * 0.7853981633974483
     th = tl.minimum(tl.maximum(th_raw, -0.7852981633974483), 0.7852981633974483)  # ±(π/4 − 1e-4)
     return u, th_raw, th
@@ -224,9 +227,9 @@ def _key_mag_grad(x, lam, LAM_INT: tl.constexpr):
 
 
 @triton.jit
-def _query_mag(dirn, nrm, lam, tau):
+def _query_mag(dirn, nrm, lam, tau, APPROX: tl.constexpr):
     """m_q = |dir|^p, p = λ(τ + tanh‖q‖) per token. Returns tanh‖q‖, p (BLOCK_N,), log2|dir| (0 where dir = 0), m."""
-    tn = _tanh(nrm)
+    tn = _tanh(nrm, APPROX)
     p = lam * (tau + tn)
     a = tl.abs(dirn)
     # Subnormal |dir| counts as 0: the approximate log2 and division may flush it, and m = |dir|^p is 0 in
@@ -292,6 +295,13 @@ def _load_tile(base, n0, end, s_n, offs, s_d, dmask, BLOCK_N: tl.constexpr, OFFS
     return tl.load(base + rows[:, None] * s_n + offs[None, :] * s_d, mask=nmask[:, None] & dmask[None, :], other=0.0)
 
 
+@triton.jit
+def _load_tile_t(base, n0, end, s_n, offs, s_d, dmask, BLOCK_N: tl.constexpr, OFFS64: tl.constexpr):
+    """The same tile as :func:`_load_tile`, transposed: (BD, BLOCK_N), for a tl.dot that takes it as its left operand."""
+    offs_n, nmask, rows = _token_rows(n0, end, BLOCK_N, OFFS64)
+    return tl.load(base + offs[:, None] * s_d + rows[None, :] * s_n, mask=dmask[:, None] & nmask[None, :], other=0.0)
+
+
 # ==================================================================================================== kernels
 # Offsets inside one (b, h) slab are int32 unless the host says they could overflow (OFFS64): fewer registers
 # and cheaper address arithmetic than 64-bit pointers per element; the (b, h) base offsets are always int64.
@@ -307,7 +317,8 @@ def _fwd_reduce(
     sk_b, sk_n, sk_h, sk_d, sv_b, sv_n, sv_h, sv_d,
     alpha, lam,
     D: tl.constexpr, DV: tl.constexpr, BD: tl.constexpr, BDV: tl.constexpr, BDZ: tl.constexpr,
-    LAM_INT: tl.constexpr, ROPE: tl.constexpr, PREC: tl.constexpr, OFFS64: tl.constexpr, BLOCK_N: tl.constexpr,
+    LAM_INT: tl.constexpr, ROPE: tl.constexpr, PREC: tl.constexpr, APPROX: tl.constexpr, VT: tl.constexpr,
+    OFFS64: tl.constexpr, BLOCK_N: tl.constexpr,
 ):
     """Partial Σφ̃k vᵀ and Σφk over one chunk of tokens of one (b, h) → PART[b, h, chunk, :].
 
@@ -325,32 +336,53 @@ def _fwd_reduce(
     v_base = _slab(V, pid_b, pid_h, sv_b, sv_h)
     if ROPE:
         freq = tl.load(FREQ + offs_d)
-    acc_c = tl.zeros((BD, BDZ), dtype=tl.float32)
-    acc_s = tl.zeros((BD, BDZ), dtype=tl.float32)
+    # VT: S accumulates transposed, Sᵀ += vᵀ·φ with v loaded as a (BDZ, BLOCK_N) tile, so neither tl.dot operand
+    # is transposed in registers (Nsight Compute: that transpose's shared-memory stores were half bank conflicts).
+    if VT:
+        acc_c = tl.zeros((BDZ, BD), dtype=tl.float32)
+        acc_s = tl.zeros((BDZ, BD), dtype=tl.float32)
+    else:
+        acc_c = tl.zeros((BD, BDZ), dtype=tl.float32)
+        acc_s = tl.zeros((BD, BDZ), dtype=tl.float32)
     z_c = tl.zeros((BD,), dtype=tl.float32)
     z_s = tl.zeros((BD,), dtype=tl.float32)
     start, end = _chunk(pid_c, CHUNK, N)
     x_next = _load_tile(k_base, start, end, sk_n, offs_d, sk_d, dmask, BLOCK_N, OFFS64)
-    v_next = _load_tile(v_base, start, end, sv_n, offs_z, sv_d, zmask, BLOCK_N, OFFS64)
+    if VT:
+        v_next = _load_tile_t(v_base, start, end, sv_n, offs_z, sv_d, zmask, BLOCK_N, OFFS64)
+    else:
+        v_next = _load_tile(v_base, start, end, sv_n, offs_z, sv_d, zmask, BLOCK_N, OFFS64)
     for n0 in tl.range(start, end, BLOCK_N):
         offs_n = n0 + tl.arange(0, BLOCK_N)
         # Masked tokens and padded dims load as 0, and φ(0) = 0 (m = 0): they add nothing to S or z.
         x = x_next.to(tl.float32)
         vv = v_next.to(tl.float32)
         x_next = _load_tile(k_base, n0 + BLOCK_N, end, sk_n, offs_d, sk_d, dmask, BLOCK_N, OFFS64)
-        v_next = _load_tile(v_base, n0 + BLOCK_N, end, sv_n, offs_z, sv_d, zmask, BLOCK_N, OFFS64)
+        if VT:
+            v_next = _load_tile_t(v_base, n0 + BLOCK_N, end, sv_n, offs_z, sv_d, zmask, BLOCK_N, OFFS64)
+        else:
+            v_next = _load_tile(v_base, n0 + BLOCK_N, end, sv_n, offs_z, sv_d, zmask, BLOCK_N, OFFS64)
         ss, r, dirn = _direction(x)
-        u, th_raw, th = _angle(dirn, alpha)
+        u, th_raw, th = _angle(dirn, alpha, APPROX)
         m = _key_mag(x, lam, LAM_INT)
-        c, s = _sincos_small(th)
+        c, s = _sincos_small(th, APPROX)
         if ROPE:  # S takes the rotated φ̃k, z the plain φk (RoPE acts on the numerator only)
             z_c += tl.sum(m * c, axis=0)
             z_s += tl.sum(m * s, axis=0)
             c, s = _sincos_any(th + _rope_angle(offs_n, W, freq, offs_d, D // 2))
+        elif VT:
+            vv = tl.where(offs_z[:, None] == DV, 1.0, vv)
         else:
             vv = tl.where(offs_z[None, :] == DV, 1.0, vv)
-        acc_c = tl.dot(tl.trans(m * c), vv, acc_c, input_precision=PREC)
-        acc_s = tl.dot(tl.trans(m * s), vv, acc_s, input_precision=PREC)
+        if VT:
+            acc_c = tl.dot(vv, m * c, acc_c, input_precision=PREC)
+            acc_s = tl.dot(vv, m * s, acc_s, input_precision=PREC)
+        else:
+            acc_c = tl.dot(tl.trans(m * c), vv, acc_c, input_precision=PREC)
+            acc_s = tl.dot(tl.trans(m * s), vv, acc_s, input_precision=PREC)
+    if VT:  # once per program
+        acc_c = tl.trans(acc_c)
+        acc_s = tl.trans(acc_s)
     if not ROPE:
         z_c = _column(acc_c, offs_z, DV)
         z_s = _column(acc_s, offs_z, DV)
@@ -416,7 +448,7 @@ def _fwd_map(
     sq_b, sq_n, sq_h, sq_d, so_b, so_n, so_h, so_d,
     alpha, lam, tau, eps,
     D: tl.constexpr, DV: tl.constexpr, BD: tl.constexpr, BDV: tl.constexpr,
-    ROPE: tl.constexpr, PREC: tl.constexpr, OFFS64: tl.constexpr, BLOCK_N: tl.constexpr,
+    ROPE: tl.constexpr, PREC: tl.constexpr, APPROX: tl.constexpr, OFFS64: tl.constexpr, BLOCK_N: tl.constexpr,
 ):
     """o = φ̃qᵀS / (φqᵀz + ε) for one chunk of queries of one (b, h); S, z stay in registers for the chunk."""
     pid_h = tl.program_id(0)
@@ -438,9 +470,9 @@ def _fwd_map(
         x = x_next.to(tl.float32)
         x_next = _load_tile(q_base, n0 + BLOCK_N, end, sq_n, offs_d, sq_d, dmask, BLOCK_N, OFFS64)
         ss, r, dirn = _direction(x)
-        tn, p, l2, m = _query_mag(dirn, ss * r, lam, tau)
-        u, th_raw, th = _angle(dirn, alpha)
-        c, s = _sincos_small(th)
+        tn, p, l2, m = _query_mag(dirn, ss * r, lam, tau, APPROX)
+        u, th_raw, th = _angle(dirn, alpha, APPROX)
+        c, s = _sincos_small(th, APPROX)
         den = tl.sum(m * (c * z_c[None, :] + s * z_s[None, :]), axis=1) + eps
         if ROPE:
             c2, s2 = _sincos_any(th + _rope_angle(offs_n, W, freq, offs_d, D // 2))
@@ -461,7 +493,8 @@ def _bwd_query(
     sq_b, sq_n, sq_h, sq_d, sg_b, sg_n, sg_h, sg_d, sdq_b, sdq_n, sdq_h, sdq_d,
     alpha, lam, tau, eps,
     D: tl.constexpr, DV: tl.constexpr, BD: tl.constexpr, BDV: tl.constexpr,
-    ROPE: tl.constexpr, PREC_G: tl.constexpr, CENTRE: tl.constexpr, OFFS64: tl.constexpr, BLOCK_N: tl.constexpr,
+    ROPE: tl.constexpr, PREC_G: tl.constexpr, CENTRE: tl.constexpr, APPROX: tl.constexpr, OFFS64: tl.constexpr,
+    BLOCK_N: tl.constexpr,
 ):
     """Over one chunk of queries: dq (map), and partial dS = Σ φ̃q dnumᵀ, dz = Σ dden·φq (reduce) → PART."""
     pid_h = tl.program_id(0)
@@ -502,9 +535,9 @@ def _bwd_query(
         # ---- recompute the forward for this tile (o in float32, as the reference's autograd sees it)
         ss, r, dirn = _direction(x)
         nrm = ss * r
-        tn, p, l2, m = _query_mag(dirn, nrm, lam, tau)
-        u, th_raw, th = _angle(dirn, alpha)
-        c, s = _sincos_small(th)
+        tn, p, l2, m = _query_mag(dirn, nrm, lam, tau, APPROX)
+        u, th_raw, th = _angle(dirn, alpha, APPROX)
+        c, s = _sincos_small(th, APPROX)
         phi_c = m * c
         phi_s = m * s
         den = tl.sum(phi_c * z_c[None, :] + phi_s * z_s[None, :], axis=1) + eps
@@ -563,7 +596,7 @@ def _bwd_key(
     alpha, lam,
     D: tl.constexpr, DV: tl.constexpr, BD: tl.constexpr, BDV: tl.constexpr,
     LAM_INT: tl.constexpr, ROPE: tl.constexpr, PREC: tl.constexpr, PREC_G: tl.constexpr, CENTRE: tl.constexpr,
-    OFFS64: tl.constexpr, BLOCK_N: tl.constexpr,
+    APPROX: tl.constexpr, OFFS64: tl.constexpr, BLOCK_N: tl.constexpr,
 ):
     """Over one chunk of keys: dv = (dS/N)ᵀφ̃k, ∂L/∂φ̃k = (dS/N)·v, ∂L/∂φk = dz/N, chained into dk."""
     pid_h = tl.program_id(0)
@@ -599,9 +632,9 @@ def _bwd_key(
         x_next = _load_tile(k_base, n0 + BLOCK_N, end, sk_n, offs_d, sk_d, dmask, BLOCK_N, OFFS64)
         v_next = _load_tile(v_base, n0 + BLOCK_N, end, sv_n, offs_e, sv_d, emask, BLOCK_N, OFFS64)
         ss, r, dirn = _direction(x)
-        u, th_raw, th = _angle(dirn, alpha)
+        u, th_raw, th = _angle(dirn, alpha, APPROX)
         m = _key_mag(x, lam, LAM_INT)
-        c, s = _sincos_small(th)
+        c, s = _sincos_small(th, APPROX)
         if ROPE:
             c2, s2 = _sincos_any(th + _rope_angle(offs_n, W, freq, offs_d, D // 2))
         else:
@@ -694,6 +727,7 @@ _bwd_key_tuned = _tuned(_bwd_key, _BWD_CONFIGS, 8)
 # Programs per SM and pass: several waves balance the load and keep enough loads in flight to hide HBM latency;
 # the cost is the partial buffer (one 2·BD·BDV + 2·BD float32 state per chunk, ~1-2% of the traffic at 518K).
 _PROGRAMS_PER_SM = int(os.environ.get("NALASR_PROGRAMS_PER_SM", "8"))  # env: for benchmarks/kernel_diag_gpu.py
+_REDUCE_VT = os.environ.get("NALASR_REDUCE_VT", "1") == "1"  # _fwd_reduce's transposed S (env: A/B benchmarks)
 
 
 # ================================================================================================ host side
@@ -760,6 +794,19 @@ def _precision(*tensors: Tensor, grad: bool = False) -> str:
     return "tf32x3" if grad or all(t.dtype == torch.float32 for t in tensors) else "tf32"
 
 
+def _approx_math(*tensors: Tensor) -> bool:
+    """tanh.approx and shorter sin/cos series (APPROX) for 16-bit inputs: their errors (~2^-11, 4e-6) sit below
+    the inputs' own rounding and the tf32 products they run in; float32 inputs keep the ~1e-7 paths, and so
+    does RoPE (its backward needs tf32x3 already; the callers leave APPROX off there).
+    NALASR_APPROX_MATH=0/1 forces either (benchmarks/device_session8d.sh measures the difference)."""
+    forced = os.environ.get("NALASR_APPROX_MATH")
+    if forced:
+        if forced not in ("0", "1"):
+            raise ValueError(f"NALASR_APPROX_MATH={forced!r}: use 0 or 1")
+        return forced == "1"
+    return all(t.dtype in (torch.float16, torch.bfloat16) for t in tensors)
+
+
 def _lam_int(lam: float) -> int:
     return int(lam) if lam in (1.0, 2.0, 3.0, 4.0) else 0
 
@@ -809,7 +856,7 @@ def nala_forward(q: Tensor, k: Tensor, v: Tensor, lam: float, tau: float, alpha:
     dev = q.device
     o = _empty((b, n, h, dv), q.dtype, dev)
     state = _empty((b, h, state_n), torch.float32, dev)
-    prec = _precision(q, k, v)
+    prec, approx = _precision(q, k, v), not rope and _approx_math(q, k, v)
     freq = _rope_freq(d, bd, float(rope_base), dev) if rope else state
     bucket = _pow2(b * n * h)
     with _device_guard(q):
@@ -819,12 +866,12 @@ def nala_forward(q: Tensor, k: Tensor, v: Tensor, lam: float, tau: float, alpha:
                 k, v, freq, part, n, max(rope_w, 1), h, chunk, n_chunks, bucket,
                 *k.stride(), *v.stride(), float(alpha), float(lam),
                 D=d, DV=dv, BD=bd, BDV=bdv, BDZ=bdv if rope or dv < bdv else 2 * bdv, LAM_INT=_lam_int(lam),
-                ROPE=rope, PREC=prec, OFFS64=_offs64(n, k, v))
+                ROPE=rope, PREC=prec, APPROX=approx, VT=_REDUCE_VT, OFFS64=_offs64(n, k, v))
         _combine_launch(part, state, b * h, n_chunks, 1.0 / n, state_n)
         _launch(_fwd_map_tuned, _fwd_map, (h, n_chunks, b),
                 q, state, freq, o, n, max(rope_w, 1), h, chunk, bucket,
                 *q.stride(), *o.stride(), float(alpha), float(lam), float(tau), float(eps),
-                D=d, DV=dv, BD=bd, BDV=bdv, ROPE=rope, PREC=prec, OFFS64=_offs64(n, q, o))
+                D=d, DV=dv, BD=bd, BDV=bdv, ROPE=rope, PREC=prec, APPROX=approx, OFFS64=_offs64(n, q, o))
     return o, state
 
 
@@ -841,6 +888,7 @@ def nala_backward(do: Tensor, q: Tensor, k: Tensor, v: Tensor, state: Tensor, la
     dstate = _empty((b, h, state_n), torch.float32, dev)
     prec, prec_g = _precision(q, k, v), _precision(q, k, v, grad=rope)
     centre = not rope and prec_g == "tf32"  # see "Conditioning of the backward" above
+    approx = not rope and _approx_math(q, k, v)
     freq = _rope_freq(d, bd, float(rope_base), dev) if rope else state
     bucket = _pow2(b * n * h)
     with _device_guard(q):
@@ -849,15 +897,14 @@ def nala_backward(do: Tensor, q: Tensor, k: Tensor, v: Tensor, state: Tensor, la
         _launch(_bwd_query_tuned, _bwd_query, (h, n_chunks, b),
                 q, do, state, freq, dq, part, n, max(rope_w, 1), h, chunk, n_chunks, bucket,
                 *q.stride(), *do.stride(), *dq.stride(), float(alpha), float(lam), float(tau), float(eps),
-                D=d, DV=dv, BD=bd, BDV=bdv, ROPE=rope, PREC_G=prec_g, CENTRE=centre,
+                D=d, DV=dv, BD=bd, BDV=bdv, ROPE=rope, PREC_G=prec_g, CENTRE=centre, APPROX=approx,
                 OFFS64=_offs64(n, q, do, dq))
         _combine_launch(part, dstate, b * h, n_chunks, 1.0 / n, state_n)
         _launch(_bwd_key_tuned, _bwd_key, (h, n_chunks, b),
                 k, v, state, dstate, freq, dk, dvv, n, max(rope_w, 1), h, chunk, bucket,
                 *k.stride(), *v.stride(), *dk.stride(), *dvv.stride(), float(alpha), float(lam),
                 D=d, DV=dv, BD=bd, BDV=bdv, LAM_INT=_lam_int(lam), ROPE=rope, PREC=prec, PREC_G=prec_g,
-                CENTRE=centre,
-                OFFS64=_offs64(n, k, v, dk, dvv))
+                CENTRE=centre, APPROX=approx, OFFS64=_offs64(n, k, v, dk, dvv))
     return dq, dk, dvv
 
 

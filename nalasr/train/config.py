@@ -47,6 +47,9 @@ class TrainConfig:
     cuda_graphs: bool = True
     attention_backend: str = "auto"
     quantize_lr: bool = True  # round LR to 8 bits, as an LR image saved to disk is
+    # Extra HR copies of every training image, downscaled by these factors (each in (0, 1)) when loaded, e.g.
+    # [0.9, 0.8, 0.7, 0.6] as VDSR/DRRN did with 291 images; crops are drawn by area, so smaller copies weigh less.
+    hr_rescale: list[float] = field(default_factory=list)
     seed: int = 0
     val_set: str = "set5"  # dataset name or folder; "" disables validation
     val_every: int = 1000
@@ -83,6 +86,8 @@ class TrainConfig:
             raise InputError("log_every, ckpt_every, val_every and keep_last must be ≥ 1")
         if self.lr <= 0 or self.min_lr < 0 or self.warmup < 0 or self.grad_clip < 0 or self.loss_fft < 0:
             raise InputError("lr must be > 0; min_lr, warmup, grad_clip and loss_fft ≥ 0")
+        if any(not 0 < f < 1 for f in self.hr_rescale):
+            raise InputError(f"hr_rescale factors must each be in (0, 1), got {self.hr_rescale}")
         if self.max_minutes < 0 or len(self.betas) != 2:
             raise InputError("max_minutes must be ≥ 0 and betas two numbers")
         self.model_config()

@@ -147,7 +147,8 @@ class Trainer:
 
         images = [im for im in (decode_rgb(p) for p in find_images(cfg.data)) if im is not None]
         self.sampler = PatchSampler(images, patch=cfg.patch, device=self.device, seed=cfg.seed,
-                                    quantize_lr=cfg.quantize_lr, rank=self.dist.rank, world=self.dist.world)
+                                    quantize_lr=cfg.quantize_lr, rank=self.dist.rank, world=self.dist.world,
+                                    hr_rescale=cfg.hr_rescale)
         self.n_images = len(images)
         for s in cfg.scales:  # fail now, not at the first step of that scale
             if len(self.sampler.usable(s)) == 0:
@@ -375,6 +376,7 @@ class Trainer:
                 "scales_trained_jointly": self.cfg.scales, "scale_cycle": self.cfg.scale_cycle(),
                 "batch": self.cfg.batch, "patch": self.cfg.patch,
                 "training_data": [Path(d).name for d in self.cfg.data], "training_images": self.n_images,
+                "hr_rescale": self.cfg.hr_rescale,
                 "ema": self.cfg.ema, "lr": self.cfg.lr, "schedule_steps": self.cfg.steps,
                 "validation": [{"step": h["step"], "psnr": h.get(f"psnr_x{s}"), "ssim": h.get(f"ssim_x{s}")}
                                for h in self.history],
