@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Session 9, fourth call (issue 5): _fwd_reduce with S accumulated transposed (VT, NALASR_REDUCE_VT), which
+# Session 9, fourth call (issue 5; runs on ec22391: the VT path was removed after this measurement): _fwd_reduce with S accumulated transposed (VT, NALASR_REDUCE_VT), which
 # takes the in-register transpose of φ out of its tl.dot (session9/ncu_fwd_details.txt: 4.1 M of the 8.3 M
 # shared-memory store wavefronts of _fwd_reduce were bank conflicts).
 #  GPU 0: the attention tests on the GPU (VT on, the default).  GPU 1: parity at 518K; times at 518K with VT

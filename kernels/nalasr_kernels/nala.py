@@ -43,7 +43,10 @@ Backward. With g_t = ∂L/∂o_t (chain rule, per (b, h)):
 
 Numerics: loads are cast to float32; feature maps, S, z, dS, dz and every accumulation are float32. tl.dot runs
 in tf32 for fp16/bf16 inputs (the tf32 rounding, 2^-11, is below the output's own fp16/bf16 rounding) and in
-tf32x3 (≈ fp32) for fp32 inputs; NALASR_DOT_PRECISION=ieee|tf32|tf32x3 overrides.
+tf32x3 (≈ fp32) for fp32 inputs; NALASR_DOT_PRECISION=ieee|tf32|tf32x3 overrides. The feature map's tanh and
+sin/cos are accurate to ~1e-7; for fp16/bf16 inputs without RoPE (APPROX) they are tanh.approx.f32 (~2^-11
+relative) and degree-6/7 series (< 4e-6), errors of the size of those inputs' own rounding, which took 8% off the
+forward and 7% off the backward at 518K tokens; NALASR_APPROX_MATH=0|1 overrides.
 
 Conditioning of the backward. ∂L/∂φq_t = S·dnum_t + dden_t·z = (1/(N·den_t)) Σ_j φk_j (v_j − o_t)·g_t is a
 difference of two nearly equal terms wherever the values sit close to the output (one token: o = v exactly;
@@ -295,13 +298,6 @@ def _load_tile(base, n0, end, s_n, offs, s_d, dmask, BLOCK_N: tl.constexpr, OFFS
     return tl.load(base + rows[:, None] * s_n + offs[None, :] * s_d, mask=nmask[:, None] & dmask[None, :], other=0.0)
 
 
-@triton.jit
-def _load_tile_t(base, n0, end, s_n, offs, s_d, dmask, BLOCK_N: tl.constexpr, OFFS64: tl.constexpr):
-    """The same tile as :func:`_load_tile`, transposed: (BD, BLOCK_N), for a tl.dot that takes it as its left operand."""
-    offs_n, nmask, rows = _token_rows(n0, end, BLOCK_N, OFFS64)
-    return tl.load(base + offs[:, None] * s_d + rows[None, :] * s_n, mask=dmask[:, None] & nmask[None, :], other=0.0)
-
-
 # ==================================================================================================== kernels
 # Offsets inside one (b, h) slab are int32 unless the host says they could overflow (OFFS64): fewer registers
 # and cheaper address arithmetic than 64-bit pointers per element; the (b, h) base offsets are always int64.
@@ -317,8 +313,8 @@ def _fwd_reduce(
     sk_b, sk_n, sk_h, sk_d, sv_b, sv_n, sv_h, sv_d,
     alpha, lam,
     D: tl.constexpr, DV: tl.constexpr, BD: tl.constexpr, BDV: tl.constexpr, BDZ: tl.constexpr,
-    LAM_INT: tl.constexpr, ROPE: tl.constexpr, PREC: tl.constexpr, APPROX: tl.constexpr, VT: tl.constexpr,
-    OFFS64: tl.constexpr, BLOCK_N: tl.constexpr,
+    LAM_INT: tl.constexpr, ROPE: tl.constexpr, PREC: tl.constexpr, APPROX: tl.constexpr, OFFS64: tl.constexpr,
+    BLOCK_N: tl.constexpr,
 ):
     """Partial Σφ̃k vᵀ and Σφk over one chunk of tokens of one (b, h) → PART[b, h, chunk, :].
 
@@ -336,32 +332,20 @@ def _fwd_reduce(
     v_base = _slab(V, pid_b, pid_h, sv_b, sv_h)
     if ROPE:
         freq = tl.load(FREQ + offs_d)
-    # VT: S accumulates transposed, Sᵀ += vᵀ·φ with v loaded as a (BDZ, BLOCK_N) tile, so neither tl.dot operand
-    # is transposed in registers (Nsight Compute: that transpose's shared-memory stores were half bank conflicts).
-    if VT:
-        acc_c = tl.zeros((BDZ, BD), dtype=tl.float32)
-        acc_s = tl.zeros((BDZ, BD), dtype=tl.float32)
-    else:
-        acc_c = tl.zeros((BD, BDZ), dtype=tl.float32)
-        acc_s = tl.zeros((BD, BDZ), dtype=tl.float32)
+    acc_c = tl.zeros((BD, BDZ), dtype=tl.float32)
+    acc_s = tl.zeros((BD, BDZ), dtype=tl.float32)
     z_c = tl.zeros((BD,), dtype=tl.float32)
     z_s = tl.zeros((BD,), dtype=tl.float32)
     start, end = _chunk(pid_c, CHUNK, N)
     x_next = _load_tile(k_base, start, end, sk_n, offs_d, sk_d, dmask, BLOCK_N, OFFS64)
-    if VT:
-        v_next = _load_tile_t(v_base, start, end, sv_n, offs_z, sv_d, zmask, BLOCK_N, OFFS64)
-    else:
-        v_next = _load_tile(v_base, start, end, sv_n, offs_z, sv_d, zmask, BLOCK_N, OFFS64)
+    v_next = _load_tile(v_base, start, end, sv_n, offs_z, sv_d, zmask, BLOCK_N, OFFS64)
     for n0 in tl.range(start, end, BLOCK_N):
         offs_n = n0 + tl.arange(0, BLOCK_N)
         # Masked tokens and padded dims load as 0, and φ(0) = 0 (m = 0): they add nothing to S or z.
         x = x_next.to(tl.float32)
         vv = v_next.to(tl.float32)
         x_next = _load_tile(k_base, n0 + BLOCK_N, end, sk_n, offs_d, sk_d, dmask, BLOCK_N, OFFS64)
-        if VT:
-            v_next = _load_tile_t(v_base, n0 + BLOCK_N, end, sv_n, offs_z, sv_d, zmask, BLOCK_N, OFFS64)
-        else:
-            v_next = _load_tile(v_base, n0 + BLOCK_N, end, sv_n, offs_z, sv_d, zmask, BLOCK_N, OFFS64)
+        v_next = _load_tile(v_base, n0 + BLOCK_N, end, sv_n, offs_z, sv_d, zmask, BLOCK_N, OFFS64)
         ss, r, dirn = _direction(x)
         u, th_raw, th = _angle(dirn, alpha, APPROX)
         m = _key_mag(x, lam, LAM_INT)
@@ -370,19 +354,13 @@ def _fwd_reduce(
             z_c += tl.sum(m * c, axis=0)
             z_s += tl.sum(m * s, axis=0)
             c, s = _sincos_any(th + _rope_angle(offs_n, W, freq, offs_d, D // 2))
-        elif VT:
-            vv = tl.where(offs_z[:, None] == DV, 1.0, vv)
         else:
             vv = tl.where(offs_z[None, :] == DV, 1.0, vv)
-        if VT:
-            acc_c = tl.dot(vv, m * c, acc_c, input_precision=PREC)
-            acc_s = tl.dot(vv, m * s, acc_s, input_precision=PREC)
-        else:
-            acc_c = tl.dot(tl.trans(m * c), vv, acc_c, input_precision=PREC)
-            acc_s = tl.dot(tl.trans(m * s), vv, acc_s, input_precision=PREC)
-    if VT:  # once per program
-        acc_c = tl.trans(acc_c)
-        acc_s = tl.trans(acc_s)
+        # Measured alternative (session 9, benchmarks/device_session9b.sh at ec22391): Sᵀ += vᵀ·φ with v loaded
+        # transposed, so φ is not transposed for the product: 129.8 against 112.7 µs at 518K, the same 4.1 M
+        # bank-conflicted shared-memory store wavefronts (they are not this transpose's) and 20% more loads.
+        acc_c = tl.dot(tl.trans(m * c), vv, acc_c, input_precision=PREC)
+        acc_s = tl.dot(tl.trans(m * s), vv, acc_s, input_precision=PREC)
     if not ROPE:
         z_c = _column(acc_c, offs_z, DV)
         z_s = _column(acc_s, offs_z, DV)
@@ -727,7 +705,6 @@ _bwd_key_tuned = _tuned(_bwd_key, _BWD_CONFIGS, 8)
 # Programs per SM and pass: several waves balance the load and keep enough loads in flight to hide HBM latency;
 # the cost is the partial buffer (one 2·BD·BDV + 2·BD float32 state per chunk, ~1-2% of the traffic at 518K).
 _PROGRAMS_PER_SM = int(os.environ.get("NALASR_PROGRAMS_PER_SM", "8"))  # env: for benchmarks/kernel_diag_gpu.py
-_REDUCE_VT = os.environ.get("NALASR_REDUCE_VT", "1") == "1"  # _fwd_reduce's transposed S (env: A/B benchmarks)
 
 
 # ================================================================================================ host side
@@ -866,7 +843,7 @@ def nala_forward(q: Tensor, k: Tensor, v: Tensor, lam: float, tau: float, alpha:
                 k, v, freq, part, n, max(rope_w, 1), h, chunk, n_chunks, bucket,
                 *k.stride(), *v.stride(), float(alpha), float(lam),
                 D=d, DV=dv, BD=bd, BDV=bdv, BDZ=bdv if rope or dv < bdv else 2 * bdv, LAM_INT=_lam_int(lam),
-                ROPE=rope, PREC=prec, APPROX=approx, VT=_REDUCE_VT, OFFS64=_offs64(n, k, v))
+                ROPE=rope, PREC=prec, APPROX=approx, OFFS64=_offs64(n, k, v))
         _combine_launch(part, state, b * h, n_chunks, 1.0 / n, state_n)
         _launch(_fwd_map_tuned, _fwd_map, (h, n_chunks, b),
                 q, state, freq, o, n, max(rope_w, 1), h, chunk, bucket,
