@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import sys
+import time
 
 import pytest
 import torch
@@ -265,3 +266,21 @@ def test_cli_error_case_exits_1(monkeypatch: pytest.MonkeyPatch, capsys: pytest.
     monkeypatch.setattr(bench, "_time", broken)
     assert run(["bench", "--devices", "cpu", "--sizes", "4x4", "--variants", "small", "--attention", "nala"]) == 1
     assert "failed with an error" in capsys.readouterr().err
+
+
+def test_warmup_outlasts_a_slow_first_forward() -> None:
+    """A first forward that pays compilation (here: sleeps) must not end warm-up, or the timed repeats would
+    include what the second call does (a CUDA graph's capture): two warm-ups when two or more are asked for."""
+    calls: list[float] = []
+
+    def model(x: torch.Tensor) -> torch.Tensor:
+        time.sleep(0.3 if not calls else 0.0)
+        calls.append(1.0)
+        return x
+
+    x = torch.zeros(1, 3, 4, 4)
+    times, used, finite, *_ = bench._time(model, x, torch.device("cpu"), warmup=3, repeats=2, max_case_s=0.4)
+    assert used == 2 and finite is True and len(times) >= 1
+    calls.clear()
+    _, used, *_ = bench._time(model, x, torch.device("cpu"), warmup=1, repeats=1, max_case_s=0.4)
+    assert used == 1  # one asked for, one run
