@@ -205,6 +205,17 @@ def run_extras(device: str) -> dict:
             out[f"rejects_{name}"] = False
         except (ValueError, TypeError):
             out[f"rejects_{name}"] = True
+    # The device math's accuracy: full paths ~1e-7, APPROX's shorter sin/cos series < 4e-6 (and really shorter:
+    # > 1e-6 at π/4), its tanh.approx (GPU only; the interpreter has no MUFU op) within 2^-10 relative.
+    from kernel_probes import probe_math
+
+    t = torch.linspace(-0.7853, 0.7853, 1001, device=device)
+    exact = [f(t.double()) for f in (torch.cos, torch.sin, torch.tanh)]
+    full = [(a.double() - b).abs().max().item() for a, b in zip(probe_math(t, False), exact)]
+    short = [(a.double() - b).abs().max().item() for a, b in zip(probe_math(t, True), exact)]
+    out["math_full"] = max(full) < 2e-7
+    out["math_approx_series"] = 1e-6 < max(short[:2]) < 4e-6
+    out["math_approx_tanh"] = short[2] <= 2 ** -10 * 0.66  # |tanh| ≤ tanh(π/4) = 0.66 on this grid
     # params=None means the reference defaults; an object with the four attributes works too.
     q, k, v, _, _ = _make({**CASES["d8-dv5"], "config": None}, device, seed=4)
     with torch.no_grad():

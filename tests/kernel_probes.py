@@ -1,0 +1,35 @@
+"""Small Triton kernels that expose the attention kernels' device math to tests (imported only where Triton is).
+
+probe_math(t, approx) runs ``_sincos_small`` and ``_tanh`` of nalasr_kernels.nala elementwise over a float32
+vector, so their accuracy claims (full paths ~1e-7; APPROX: series < 4e-6, tanh.approx ~2^-11) are checked on
+the CPU interpreter and on the GPU alike.
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+from torch import Tensor
+
+from nalasr_kernels.nala import _sincos_small, _tanh
+
+
+@triton.jit
+def _probe(T, C, S, TH, n, APPROX: tl.constexpr, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    t = tl.load(T + offs, mask=mask, other=0.0)
+    c, s = _sincos_small(t, APPROX)
+    tl.store(C + offs, c, mask=mask)
+    tl.store(S + offs, s, mask=mask)
+    tl.store(TH + offs, _tanh(t, APPROX), mask=mask)
+
+
+def probe_math(t: Tensor, approx: bool) -> tuple[Tensor, Tensor, Tensor]:
+    """cos t, sin t, tanh t (float32 (n,) each) as the kernels compute them."""
+    t = t.float().contiguous()
+    c, s, th = (torch.full_like(t, float("nan")) for _ in range(3))
+    block = 128
+    _probe[(triton.cdiv(t.numel(), block),)](t, c, s, th, t.numel(), APPROX=approx, BLOCK=block)
+    return c, s, th
