@@ -12,3 +12,21 @@ kernel_tests() {
   local t=$1; shift
   timeout $t python3 -m pytest -q -rf -p no:cacheprovider "$@" -k "not interpreter" >> $LOG 2>&1; say "kernel tests rc=$?"
 }
+# diag_ab VAR NAME SECONDS: attention times at 518K with the environment switch VAR at 0, then 1
+# ($OUT/diag_NAME0.json, diag_NAME1.json).
+diag_ab() {
+  local a
+  for a in 0 1; do
+    env $1=$a timeout $3 python3 benchmarks/kernel_diag_gpu.py --json $OUT/diag_$2$a.json --sizes 518400 --ppsm 8 \
+      --parts attention,profile,registers >> $LOG 2>&1; say "diag $1=$a rc=$?"
+  done
+}
+# ncu_attention SECONDS KERNEL_REGEX FILE NCU_OPTION...: Nsight Compute over benchmarks/ncu_attention.py → $OUT/FILE.
+ncu_attention() {
+  local t=$1 k=$2 f=$3 ncu
+  shift 3
+  ncu=$(command -v ncu || ls /usr/local/cuda*/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
+  [ -n "$ncu" ] || { say "no ncu on this machine"; return; }
+  timeout $t $ncu --profile-from-start off -k regex:"$k" "$@" python3 benchmarks/ncu_attention.py > $OUT/$f 2>&1
+  say "ncu rc=$?"
+}

@@ -22,15 +22,9 @@ timeout 150 python3 -m nalasr bench --devices cuda --sizes 192x256,270x480,540x9
   --precisions fp16 --attention nala --json $OUT/bench.json --markdown $OUT/bench.md >> $LOG 2>&1; say "bench rc=$?"
 say "network profile 540x960"
 timeout 60 python3 benchmarks/profile_gpu.py > $OUT/profile_540x960.txt 2>&1; say "profile rc=$?"
-NCU=$(command -v ncu || ls /usr/local/cuda*/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
-if [ -n "$NCU" ]; then  # where the attention kernels' time goes (the 60%-of-bandwidth item)
-  say "ncu $NCU"
-  timeout 150 $NCU --profile-from-start off -k regex:"_fwd_reduce|_fwd_map|_bwd_query|_bwd_key" \
-    --section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats \
-    --section InstructionStats --section MemoryWorkloadAnalysis python3 benchmarks/ncu_attention.py \
-    > $OUT/ncu_attention.txt 2>&1; say "ncu rc=$?"
-else
-  say "no ncu on this machine"
-fi
+# where the attention kernels' time goes (the 60%-of-bandwidth item)
+ncu_attention 150 "_fwd_reduce|_fwd_map|_bwd_query|_bwd_key" ncu_attention.txt --section SpeedOfLight \
+  --section Occupancy --section LaunchStats --section WarpStateStats --section InstructionStats \
+  --section MemoryWorkloadAnalysis
 grep -E "FAIL|ERROR|passed|failed|518400 |==|variant|µs ×|^\| nala" $LOG | tail -50
 head -30 $OUT/profile_540x960.txt

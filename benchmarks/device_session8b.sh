@@ -14,8 +14,6 @@ say "parity 518K"
 check_518k 150
 timeout 150 python3 benchmarks/kernel_diag_gpu.py --json $OUT/diag.json --sizes 518400 --ppsm 8 \
   --parts attention,profile,registers,train >> $LOG 2>&1; say "diag rc=$?"
-NCU=$(command -v ncu || ls /usr/local/cuda*/bin/ncu 2>/dev/null | head -1)
-timeout 120 $NCU --profile-from-start off -k regex:"_fwd_reduce|_fwd_map" --section SpeedOfLight \
-  --section MemoryWorkloadAnalysis_Tables --section ComputeWorkloadAnalysis --section InstructionStats \
-  python3 benchmarks/ncu_attention.py > $OUT/ncu_fwd_tables.txt 2>&1; say "ncu rc=$?"
+ncu_attention 120 "_fwd_reduce|_fwd_map" ncu_fwd_tables.txt --section SpeedOfLight \
+  --section MemoryWorkloadAnalysis_Tables --section ComputeWorkloadAnalysis --section InstructionStats
 grep -E "FAIL|ERROR|passed|failed|518400|==|µs ×|step" $LOG | tail -50

@@ -11,14 +11,9 @@ python3 -c 'import torch; print("gpus", torch.cuda.device_count())' | tee -a $LO
 (
   export CUDA_VISIBLE_DEVICES=1 LOG=$OUT/s9_gpu1.log
   check_518k 120
-  for a in 0 1; do
-    NALASR_APPROX_MATH=$a timeout 100 python3 benchmarks/kernel_diag_gpu.py --json $OUT/diag_approx$a.json \
-      --sizes 518400 --ppsm 8 --parts attention,profile,registers >> $LOG 2>&1; say "diag approx=$a rc=$?"
-  done
-  NCU=$(command -v ncu || ls /usr/local/cuda*/bin/ncu 2>/dev/null | head -1)
-  timeout 100 $NCU --profile-from-start off -k regex:"_fwd_reduce|_fwd_map" --section SpeedOfLight \
-    --section MemoryWorkloadAnalysis_Tables --section InstructionStats --print-details all \
-    python3 benchmarks/ncu_attention.py > $OUT/ncu_fwd_details.txt 2>&1; say "ncu rc=$?"
+  diag_ab NALASR_APPROX_MATH approx 100
+  ncu_attention 100 "_fwd_reduce|_fwd_map" ncu_fwd_details.txt --section SpeedOfLight \
+    --section MemoryWorkloadAnalysis_Tables --section InstructionStats --print-details all
 ) &
 wait
 cat $OUT/s9_gpu1.log >> $LOG

@@ -9,14 +9,9 @@
 (
   export CUDA_VISIBLE_DEVICES=1 LOG=$OUT/s9b_gpu1.log
   check_518k 100
-  for vt in 0 1; do
-    NALASR_REDUCE_VT=$vt timeout 80 python3 benchmarks/kernel_diag_gpu.py --json $OUT/diag_vt$vt.json \
-      --sizes 518400 --ppsm 8 --parts attention,profile,registers >> $LOG 2>&1; say "diag vt=$vt rc=$?"
-  done
-  NCU=$(command -v ncu || ls /usr/local/cuda*/bin/ncu 2>/dev/null | head -1)
-  timeout 60 $NCU --profile-from-start off -k regex:"_fwd_reduce" --section SpeedOfLight \
-    --section MemoryWorkloadAnalysis_Tables --print-details all \
-    python3 benchmarks/ncu_attention.py > $OUT/ncu_reduce_vt.txt 2>&1; say "ncu rc=$?"
+  diag_ab NALASR_REDUCE_VT vt 80
+  ncu_attention 60 "_fwd_reduce" ncu_reduce_vt.txt --section SpeedOfLight --section MemoryWorkloadAnalysis_Tables \
+    --print-details all
 ) &
 wait
 cat $OUT/s9b_gpu1.log >> $LOG

@@ -37,12 +37,12 @@ fi
 # override the run's own, e.g. attention_backend = "reference" when the kernel check failed).
 [ -f .carry/train_env ] && . .carry/train_env && cat .carry/train_env
 OVR=${OVR:-.carry/train_override.toml}
+[ "${RESTART:-1}" = 1 ] && STEPS=${STEPS:-1000000}  # a bound for the fit; a continued run keeps its own
 OVERRIDE=""
 [ -f $OVR ] && OVERRIDE="--config $OVR" && cat $OVR
 nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv,noheader
 python3 -m nalasr train --out $RUN $START $OVERRIDE --data .carry/data/train --data-root .carry/data \
-  $(STEPS=${STEPS:-$([ "${RESTART:-1}" = 1 ] && echo 1000000)}; [ -n "$STEPS" ] && echo --steps $STEPS) \
-  --max-minutes ${MIN:-7.5} \
+  ${STEPS:+--steps $STEPS} --max-minutes ${MIN:-7.5} \
   $([ "${FIT:-1}" = 1 ] && echo --fit-schedule || echo --no-fit-schedule) \
   --device cuda \
   ${EXTRA:-} 2>&1 \

@@ -760,26 +760,32 @@ def _rope_freq(d: int, bd: int, base: float, device: torch.device) -> Tensor:
     return out
 
 
+def _forced(name: str, choices: tuple[str, ...]) -> str | None:
+    """The environment's override ``name`` (one of ``choices``), or None when unset; ValueError for any other value."""
+    forced = os.environ.get(name)
+    if forced and forced not in choices:
+        raise ValueError(f"{name}={forced!r}: use {', '.join(choices[:-1])} or {choices[-1]}")
+    return forced or None
+
+
 def _precision(*tensors: Tensor, grad: bool = False) -> str:
     """tl.dot precision: tf32x3 for float32 inputs and for the backward's uncentred products (``grad``: with
     RoPE), else tf32. NALASR_DOT_PRECISION overrides all of them."""
-    forced = os.environ.get("NALASR_DOT_PRECISION")
+    forced = _forced("NALASR_DOT_PRECISION", ("ieee", "tf32", "tf32x3"))
     if forced:
-        if forced not in ("ieee", "tf32", "tf32x3"):
-            raise ValueError(f"NALASR_DOT_PRECISION={forced!r}: use ieee, tf32 or tf32x3")
         return forced
     return "tf32x3" if grad or all(t.dtype == torch.float32 for t in tensors) else "tf32"
 
 
-def _approx_math(*tensors: Tensor) -> bool:
+def _approx_math(*tensors: Tensor, rope: bool = False) -> bool:
     """tanh.approx and shorter sin/cos series (APPROX) for 16-bit inputs: their errors (~2^-11, 4e-6) sit below
     the inputs' own rounding and the tf32 products they run in; float32 inputs keep the ~1e-7 paths, and so
-    does RoPE (its backward needs tf32x3 already; the callers leave APPROX off there).
+    does RoPE whatever the environment says (its backward needs tf32x3 already).
     NALASR_APPROX_MATH=0/1 forces either (benchmarks/device_session8d.sh measures the difference)."""
-    forced = os.environ.get("NALASR_APPROX_MATH")
+    if rope:
+        return False
+    forced = _forced("NALASR_APPROX_MATH", ("0", "1"))
     if forced:
-        if forced not in ("0", "1"):
-            raise ValueError(f"NALASR_APPROX_MATH={forced!r}: use 0 or 1")
         return forced == "1"
     return all(t.dtype in (torch.float16, torch.bfloat16) for t in tensors)
 
@@ -833,7 +839,7 @@ def nala_forward(q: Tensor, k: Tensor, v: Tensor, lam: float, tau: float, alpha:
     dev = q.device
     o = _empty((b, n, h, dv), q.dtype, dev)
     state = _empty((b, h, state_n), torch.float32, dev)
-    prec, approx = _precision(q, k, v), not rope and _approx_math(q, k, v)
+    prec, approx = _precision(q, k, v), _approx_math(q, k, v, rope=rope)
     freq = _rope_freq(d, bd, float(rope_base), dev) if rope else state
     bucket = _pow2(b * n * h)
     with _device_guard(q):
@@ -865,7 +871,7 @@ def nala_backward(do: Tensor, q: Tensor, k: Tensor, v: Tensor, state: Tensor, la
     dstate = _empty((b, h, state_n), torch.float32, dev)
     prec, prec_g = _precision(q, k, v), _precision(q, k, v, grad=rope)
     centre = not rope and prec_g == "tf32"  # see "Conditioning of the backward" above
-    approx = not rope and _approx_math(q, k, v)
+    approx = _approx_math(q, k, v, rope=rope)
     freq = _rope_freq(d, bd, float(rope_base), dev) if rope else state
     bucket = _pow2(b * n * h)
     with _device_guard(q):
