@@ -161,3 +161,44 @@ def test_ddp_resume_is_exact(tmp_path):
     for key in ("model", "ema"):
         for name, t in x[key].items():
             assert torch.equal(t, y[key][name]), f"{key}.{name}"
+
+
+SYNC_PROBE = """
+import sys, types
+import torch, torch.distributed as dist
+from nalasr.errors import NalasrError
+from nalasr.train.loop import Dist, Trainer
+dist.init_process_group("gloo")
+rank = dist.get_rank()
+torch.manual_seed(0)
+model = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.Linear(4, 2))
+if rank == 1 and sys.argv[1] == "drift":
+    with torch.no_grad():
+        model[1].bias[0] += 1e-6  # one weight, one ulp-sized step: the fingerprint must still see it
+try:
+    Trainer._check_in_sync(types.SimpleNamespace(model=model, dist=Dist(rank, 2, rank), step=7))
+    print("in sync")
+except NalasrError as e:
+    print(e)
+dist.destroy_process_group()
+"""
+
+
+def test_check_in_sync_catches_a_drifted_rank(tmp_path):
+    """The trainer's checkpoint-time check: equal weights pass on both ranks, one changed weight fails on both."""
+    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_PORT")}
+    env |= {"OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": "", "MASTER_ADDR": "127.0.0.1", "WORLD_SIZE": "2"}
+    for case in ("same", "drift"):
+        port = str(free_port())
+        procs = [subprocess.Popen([sys.executable, "-c", SYNC_PROBE, case], env=env | {
+            "MASTER_PORT": port, "RANK": str(r), "LOCAL_RANK": str(r)}, stdout=subprocess.PIPE, text=True)
+            for r in range(2)]
+        try:
+            outs = [p.communicate(timeout=TIMEOUT_S)[0].strip() for p in procs]
+        finally:
+            for p in procs:
+                p.kill()
+        if case == "same":
+            assert outs == ["in sync", "in sync"], outs
+        else:
+            assert all("weights differ at step 7" in o for o in outs), outs

@@ -43,7 +43,7 @@ def train_cmd(
     compile: Optional[bool] = typer.Option(None, "--compile/--no-compile", help="torch.compile on CUDA."),
     restart: bool = typer.Option(False, "--restart", help="With --resume: a new warm-up and decay from the resume step, peak --lr (a warm restart)."),
     cuda_graphs: Optional[bool] = typer.Option(None, "--cuda-graphs/--no-cuda-graphs",
-                                               help="Replay the trunk's forward+backward from CUDA graphs (one CUDA process)."),
+                                               help="Replay the trunk's forward+backward from CUDA graphs (also under torchrun)."),
     seed: Optional[int] = typer.Option(None),
 ) -> None:
     """Train NaLaSR (single process, or under torchrun with DistributedDataParallel)."""

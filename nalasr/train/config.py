@@ -42,7 +42,7 @@ class TrainConfig:
     ema: float = 0.999  # decay; 0 disables
     precision: str = "bf16"  # autocast dtype on CUDA: bf16, fp16 or fp32
     compile: bool = False  # torch.compile the trunk on CUDA (unmeasured; turns cuda_graphs off)
-    # Replay the trunk's forward+backward from CUDA graphs (CUDA, one process): 21.0 against 8.5 it/s on the
+    # Replay the trunk's forward+backward from CUDA graphs (CUDA; under torchrun too): 21.0 against 8.5 it/s on the
     # H200 at batch 64, LR 48², with bitwise-equal gradients (benchmarks/results/h200/graphs_2026-11-29.json).
     cuda_graphs: bool = True
     attention_backend: str = "auto"

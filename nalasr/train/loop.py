@@ -24,7 +24,7 @@ import torch.distributed as dist
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ..errors import InputError
+from ..errors import InputError, NalasrError
 from ..fsutil import atomic_write_bytes
 from ..runtime import resolve_device
 from ..weights import load_weights, save_weights, shipped_name
@@ -160,6 +160,18 @@ class Trainer:
                 cfg.schedule_start = self.step
                 cfg.restart = False  # saved as done: resuming this run again continues this schedule
 
+        self._amp = AUTOCAST.get(cfg.precision) if self.device.type == "cuda" else None
+        # The trunk at LR 48² runs hundreds of small kernels a step: eager PyTorch is bound by the CPU launching
+        # them, not by the GPU. Replaying the trunk's forward and backward from CUDA graphs removes that cost.
+        # They are captured here, before DDP wraps the model (PyTorch's partial-network capture): DDP keeps the
+        # parameters' gradient-accumulation nodes alive from the default stream, which a later capture's
+        # backward may not wait on. Its all-reduce hooks then fire after each replayed backward, outside the
+        # graph, and _check_in_sync fails the run at a checkpoint should a rank's weights drift from rank 0's.
+        self._graphs = bool(cfg.cuda_graphs and self.device.type == "cuda" and not cfg.compile)
+        self._graphed: tuple[tuple[int, ...], Callable[[Tensor], Tensor]] | None = None
+        if self._graphs:  # every batch has this shape: LR patches of patch² from the global batch's share
+            self._graphed_trunk(torch.zeros(cfg.batch // self.dist.world, 3, cfg.patch, cfg.patch, device=self.device))
+
         net: nn.Module = self.model
         if self.dist.world > 1:
             # several scales: each step leaves the other scales' upsamplers without gradients
@@ -173,15 +185,6 @@ class Trainer:
         self.net = net
         self._paused = 0.0  # seconds spent validating and checkpointing: not training speed (see _fit_schedule)
         self._val_s = 0.0  # how long the latest validation took
-        # The trunk at LR 48² runs hundreds of small kernels a step: eager PyTorch is bound by the CPU launching
-        # them, not by the GPU. Replaying the trunk's forward and backward from CUDA graphs removes that cost;
-        # the graphs are built at the first step (they need the batch's shape) and rebuilt if it changes.
-        graphs_wanted = bool(cfg.cuda_graphs and self.device.type == "cuda" and not cfg.compile)
-        self._graphs = graphs_wanted and self.dist.world == 1
-        if graphs_wanted and self.dist.world > 1 and self.dist.main:
-            log("CUDA graphs are single-process for now: under torchrun the trunk runs eager (one H200 at batch 64, "
-                "LR 48²: 8.5 steps/s eager against 21.0 graphed)")
-        self._graphed: tuple[tuple[int, ...], Callable[[Tensor], Tensor]] | None = None
         self.validator = Validator(cfg.val_set, cfg.scales, cfg.data_root, self.device) if cfg.val_set and self.dist.main else None
 
     # -------------------------------------------------------------------------------------- state
@@ -235,7 +238,6 @@ class Trainer:
             self.out.mkdir(parents=True, exist_ok=True)
             atomic_write_bytes(self.out / "config.toml", to_toml(cfg.to_dict()).encode())
         writer = _tensorboard(self.out) if self.dist.main else None
-        autocast = AUTOCAST.get(cfg.precision) if self.device.type == "cuda" else None
         params = [p for p in self.model.parameters()]
         ema_params = [p for p in self.ema.parameters()] if self.ema else []
         t_start, t_log, step_log = time.perf_counter(), time.perf_counter(), self.step
@@ -248,9 +250,7 @@ class Trainer:
             batch = self.sampler.sample(cfg.batch, scale)
             for group in self.opt.param_groups:
                 group["lr"] = lr_at(self.step, cfg)
-            # autocast's weight-cast cache must be off around CUDA graphs (torch.cuda.make_graphed_callables)
-            with torch.autocast(self.device.type, dtype=autocast, cache_enabled=not self._graphs) if autocast \
-                    else contextlib.nullcontext():
+            with self._autocast():
                 sr = self.net(batch.lr, scale, self._graphed_trunk(batch.lr) if self._graphs else None)
             loss = loss_fn(sr.float(), batch.hr, cfg.loss_fft)
             self.opt.zero_grad(set_to_none=True)
@@ -295,6 +295,7 @@ class Trainer:
             stop = self._should_stop(t_start)
             ckpt_now = self.step % cfg.ckpt_every == 0 or self.step == cfg.steps or stop  # the same on every rank
             if ckpt_now and self.dist.world > 1:
+                self._check_in_sync()
                 # the running loss sum in the checkpoint must be the global batch's, which every rank resumes
                 # from: the mean over ranks now, plus each rank's own steps later, averages the same
                 dist.all_reduce(self._loss_sum)
@@ -317,11 +318,29 @@ class Trainer:
             writer.close()
         return TrainResult(self.step, self.out, self.best, exported, rate)
 
+    def _autocast(self) -> contextlib.AbstractContextManager:
+        # autocast's weight-cast cache must be off around CUDA graphs (torch.cuda.make_graphed_callables)
+        return torch.autocast(self.device.type, dtype=self._amp, cache_enabled=not self._graphs) if self._amp \
+            else contextlib.nullcontext()
+
     def _graphed_trunk(self, x: Tensor) -> Callable[[Tensor], Tensor]:
-        """The trunk as a graphed callable for inputs shaped like x (built on first use, under the caller's autocast)."""
+        """The trunk as a graphed callable for inputs shaped like x (x: B×3×h×w; captured for a new shape)."""
         if self._graphed is None or self._graphed[0] != tuple(x.shape):
-            self._graphed = (tuple(x.shape), graph_trunk(self.model.trunk, x))
+            with self._autocast():
+                self._graphed = (tuple(x.shape), graph_trunk(self.model.trunk, x))
         return self._graphed[1]
+
+    def _check_in_sync(self) -> None:
+        """Raise unless every rank holds rank 0's weights (a collective: call it on every rank at once).
+
+        Compares each parameter's sum across ranks, a cheap fingerprint that equal weights give bitwise."""
+        sums = torch.stack([p.detach().float().sum() for p in self.model.parameters()])
+        lo, hi = sums.clone(), sums.clone()
+        dist.all_reduce(lo, op=dist.ReduceOp.MIN)
+        dist.all_reduce(hi, op=dist.ReduceOp.MAX)
+        if not torch.equal(lo, hi):
+            raise NalasrError(f"the {self.dist.world} processes' weights differ at step {self.step}: their gradients "
+                              "were not all-reduced alike; rerun with --no-cuda-graphs and report it")
 
     def _fit_schedule(self, t_start: float, t_fit: float, paused: float) -> None:
         """Stretch or shrink the LR schedule so it ends when ``max_minutes`` runs out (measured speed).
