@@ -17,6 +17,7 @@ Where the cases run:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -177,6 +178,19 @@ def run_case(case: dict, device: str, seed: int = 0, ref_device: str = "cpu") ->
     }
 
 
+@contextlib.contextmanager
+def _env(name: str, value: str):
+    old = os.environ.get(name)
+    os.environ[name] = value
+    try:
+        yield
+    finally:
+        if old is None:
+            del os.environ[name]
+        else:
+            os.environ[name] = old
+
+
 def run_extras(device: str) -> dict:
     """Checks beyond parity: determinism, argument validation, no copies of strided inputs."""
     from nalasr_kernels import nala as K
@@ -216,6 +230,15 @@ def run_extras(device: str) -> dict:
     out["math_full"] = max(full) < 2e-7
     out["math_approx_series"] = 1e-6 < max(short[:2]) < 4e-6
     out["math_approx_tanh"] = short[2] <= 2 ** -10 * 0.66  # |tanh| ≤ tanh(π/4) = 0.66 on this grid
+    # NALASR_REDUCE_VEC4 only rewrites _fwd_reduce's column offsets (the same numbers, 4-column runs for the
+    # compiler): the forward must agree with the default one, fp16 being the case it is meant for.
+    for dtype in ("float16", "float32"):
+        q, k, v, _, _ = _make({**CASES["batch3"], "dtype": dtype, "config": None}, device, seed=5)
+        outs = []
+        for flag in ("0", "1"):
+            with _env("NALASR_REDUCE_VEC4", flag), torch.no_grad():
+                outs.append(K.nala_attention_triton(q, k, v).float())
+        out[f"reduce_vec4_{dtype}"] = rel_err(outs[1], outs[0]) <= 1e-6
     # params=None means the reference defaults; an object with the four attributes works too.
     q, k, v, _, _ = _make({**CASES["d8-dv5"], "config": None}, device, seed=4)
     with torch.no_grad():
@@ -328,6 +351,24 @@ def test_parity_cuda(name):
 def test_extras_cuda():
     extras = run_extras("cuda")
     assert all(extras.values()), extras
+
+
+def test_reduce_vec4_switch(monkeypatch):
+    """NALASR_REDUCE_VEC4 is off unless set to 1; any other value is refused with the variable's name."""
+    if not _have_triton():
+        pytest.skip("triton is not installed")
+    sys.path.insert(0, str(ROOT / "kernels"))
+    from nalasr_kernels.nala import _reduce_vec4
+
+    monkeypatch.delenv("NALASR_REDUCE_VEC4", raising=False)
+    assert not _reduce_vec4()
+    monkeypatch.setenv("NALASR_REDUCE_VEC4", "1")
+    assert _reduce_vec4()
+    monkeypatch.setenv("NALASR_REDUCE_VEC4", "0")
+    assert not _reduce_vec4()
+    monkeypatch.setenv("NALASR_REDUCE_VEC4", "on")
+    with pytest.raises(ValueError, match="NALASR_REDUCE_VEC4"):
+        _reduce_vec4()
 
 
 if __name__ == "__main__":

@@ -314,7 +314,7 @@ def _fwd_reduce(
     alpha, lam,
     D: tl.constexpr, DV: tl.constexpr, BD: tl.constexpr, BDV: tl.constexpr, BDZ: tl.constexpr,
     LAM_INT: tl.constexpr, ROPE: tl.constexpr, PREC: tl.constexpr, APPROX: tl.constexpr, OFFS64: tl.constexpr,
-    BLOCK_N: tl.constexpr,
+    BLOCK_N: tl.constexpr, VEC4: tl.constexpr,
 ):
     """Partial Σφ̃k vᵀ and Σφk over one chunk of tokens of one (b, h) → PART[b, h, chunk, :].
 
@@ -330,6 +330,12 @@ def _fwd_reduce(
     zmask = offs_z < DV
     k_base = _slab(K, pid_b, pid_h, sk_b, sk_h)
     v_base = _slab(V, pid_b, pid_h, sv_b, sv_h)
+    if VEC4:  # the same column offsets, written so Triton sees runs of 4 contiguous columns, not BD (_reduce_vec4)
+        col_d = (offs_d // 4) * 4 + offs_d % 4
+        col_z = (offs_z // 4) * 4 + offs_z % 4
+    else:
+        col_d = offs_d
+        col_z = offs_z
     if ROPE:
         freq = tl.load(FREQ + offs_d)
     acc_c = tl.zeros((BD, BDZ), dtype=tl.float32)
@@ -337,15 +343,15 @@ def _fwd_reduce(
     z_c = tl.zeros((BD,), dtype=tl.float32)
     z_s = tl.zeros((BD,), dtype=tl.float32)
     start, end = _chunk(pid_c, CHUNK, N)
-    x_next = _load_tile(k_base, start, end, sk_n, offs_d, sk_d, dmask, BLOCK_N, OFFS64)
-    v_next = _load_tile(v_base, start, end, sv_n, offs_z, sv_d, zmask, BLOCK_N, OFFS64)
+    x_next = _load_tile(k_base, start, end, sk_n, col_d, sk_d, dmask, BLOCK_N, OFFS64)
+    v_next = _load_tile(v_base, start, end, sv_n, col_z, sv_d, zmask, BLOCK_N, OFFS64)
     for n0 in tl.range(start, end, BLOCK_N):
         offs_n = n0 + tl.arange(0, BLOCK_N)
         # Masked tokens and padded dims load as 0, and φ(0) = 0 (m = 0): they add nothing to S or z.
         x = x_next.to(tl.float32)
         vv = v_next.to(tl.float32)
-        x_next = _load_tile(k_base, n0 + BLOCK_N, end, sk_n, offs_d, sk_d, dmask, BLOCK_N, OFFS64)
-        v_next = _load_tile(v_base, n0 + BLOCK_N, end, sv_n, offs_z, sv_d, zmask, BLOCK_N, OFFS64)
+        x_next = _load_tile(k_base, n0 + BLOCK_N, end, sk_n, col_d, sk_d, dmask, BLOCK_N, OFFS64)
+        v_next = _load_tile(v_base, n0 + BLOCK_N, end, sv_n, col_z, sv_d, zmask, BLOCK_N, OFFS64)
         ss, r, dirn = _direction(x)
         u, th_raw, th = _angle(dirn, alpha, APPROX)
         m = _key_mag(x, lam, LAM_INT)
@@ -790,6 +796,17 @@ def _approx_math(*tensors: Tensor, rope: bool = False) -> bool:
     return all(t.dtype in (torch.float16, torch.bfloat16) for t in tensors)
 
 
+def _reduce_vec4() -> bool:
+    """Whether _fwd_reduce loads its k and v tiles as runs of 4 columns per thread instead of 8
+    (NALASR_REDUCE_VEC4=1; off until measured on the GPU). Compiled offline for sm_90 (Triton 3.9,
+    benchmarks/compile_sm90.py), a thread holds the 8 float32 of one 128-bit fp16 load and stores them for
+    tl.dot as two st.shared.v4 inside one 32-byte swizzle unit: every thread of a warp writes the same half of
+    its unit, so a store takes 8 wavefronts instead of 4 — 32 of the 64 store wavefronts per warp and tile are
+    conflicts, the share ncu counted on the H200 (session 9). Runs of 4 spread the stores over all banks (32
+    wavefronts, none conflicted), for 64-bit loads and 371 instead of 331 instructions in the loop."""
+    return _forced("NALASR_REDUCE_VEC4", ("0", "1")) == "1"
+
+
 def _lam_int(lam: float) -> int:
     return int(lam) if lam in (1.0, 2.0, 3.0, 4.0) else 0
 
@@ -849,7 +866,7 @@ def nala_forward(q: Tensor, k: Tensor, v: Tensor, lam: float, tau: float, alpha:
                 k, v, freq, part, n, max(rope_w, 1), h, chunk, n_chunks, bucket,
                 *k.stride(), *v.stride(), float(alpha), float(lam),
                 D=d, DV=dv, BD=bd, BDV=bdv, BDZ=bdv if rope or dv < bdv else 2 * bdv, LAM_INT=_lam_int(lam),
-                ROPE=rope, PREC=prec, APPROX=approx, OFFS64=_offs64(n, k, v))
+                ROPE=rope, PREC=prec, APPROX=approx, OFFS64=_offs64(n, k, v), VEC4=_reduce_vec4())
         _combine_launch(part, state, b * h, n_chunks, 1.0 / n, state_n)
         _launch(_fwd_map_tuned, _fwd_map, (h, n_chunks, b),
                 q, state, freq, o, n, max(rope_w, 1), h, chunk, bucket,

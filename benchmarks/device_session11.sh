@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Next kernel call (issue 5), on nvidia-h200-x2: measure NALASR_REDUCE_VEC4 (nala._reduce_vec4: _fwd_reduce's
+# k/v tiles in runs of 4 columns so its tl.dot operand stores stop conflicting; offline sm_90 compile with
+# Triton 3.9: 64 → 32 store wavefronts per warp and tile, 331 → 371 loop instructions).
+#  GPU 0: the attention tests with the switch on; the offline model on the device's own Triton (same layouts?).
+#  GPU 1: parity at 518K with it on; attention times at 518K off/on; ncu of _fwd_reduce with it on.
+. benchmarks/device_lib.sh s11
+(
+  export CUDA_VISIBLE_DEVICES=0 NALASR_REDUCE_VEC4=1
+  kernel_tests 260 tests/test_kernels.py
+  for v in "" --vec4; do python3 benchmarks/compile_sm90.py $v >> $OUT/compile_sm90.txt 2>&1; done
+) &
+(
+  export CUDA_VISIBLE_DEVICES=1 LOG=$OUT/s11_gpu1.log
+  NALASR_REDUCE_VEC4=1 check_518k 120
+  diag_ab NALASR_REDUCE_VEC4 vec4 100
+  export NALASR_REDUCE_VEC4=1
+  ncu_attention 100 "_fwd_reduce" ncu_reduce_vec4.txt --section SpeedOfLight --section MemoryWorkloadAnalysis_Tables \
+    --section InstructionStats --print-details all
+) &
+wait
+cat $OUT/s11_gpu1.log >> $LOG
+cat $OUT/compile_sm90.txt
+grep -E "FAIL|ERROR|passed|failed|518400|==|µs ×" $LOG | tail -40
