@@ -1,14 +1,17 @@
-"""Compile the attention forward's reduce kernel for sm_90 on a machine without a GPU and count its shared-memory
+"""Compile one of the attention kernels for sm_90 on a machine without a GPU and count its shared-memory
 traffic: a CPU-side look at what Nsight Compute measures on the H200, for trying kernel changes between GPU calls.
 
-    .venv/bin/python benchmarks/compile_sm90.py [--vec4] [--block-n 64] [--warps 4] [--stages 2] [--out DIR]
+    .venv/bin/python benchmarks/compile_sm90.py [--kernel fwd_reduce|fwd_map|bwd_query|bwd_key] [--vec4]
+        [--block-n 64] [--warps 4] [--stages 2] [--maxnreg N] [--out DIR]
 
 Prints the kernel's shared memory, the main loop's SASS instructions that matter here (shared stores and loads,
 tensor-core products, barriers, global loads) and, for every shared-memory store of the loop (the tl.dot
 operands Triton stages through ``ttg.local_alloc``), how many wavefronts one warp's store instruction takes
-against the conflict-free minimum, from the register layout and the swizzle of the TTGIR. The launch constants
-are those of 518,400 tokens, 4 heads of 16, fp16 inputs (what ``nala_forward`` passes and the autotuner picks
-there: BLOCK_N 64, 4 warps, 2 stages). Needs Triton with its bundled ptxas / nvdisasm (the pip wheel has them).
+against the conflict-free minimum, from the register layout and the swizzle of the TTGIR (in-loop
+``ttg.convert_layout``s also go through shared memory; they are counted, not modelled). The launch constants are
+those of 518,400 tokens, 4 heads of 16, fp16 inputs, no RoPE (what ``nala_forward`` / ``nala_backward`` pass);
+BLOCK_N, warps, stages and maxnreg default to the autotuner's picks there (see KERNELS). --vec4 is _fwd_reduce's
+VEC4 switch (NALASR_REDUCE_VEC4=1). Needs Triton with its bundled ptxas / nvdisasm (the pip wheel has them).
 The first run (session 10, Triton 3.9): 8 STS.128 per warp and tile taking 64 wavefronts, 32 of them conflicts —
 ncu's 8.3 M store wavefronts with 4.1 M conflicts over the 129,600 warp-tiles at 518K, exactly.
 """
@@ -32,23 +35,45 @@ from triton.backends.compiler import GPUTarget  # noqa: E402
 
 from nalasr_kernels import nala  # noqa: E402
 
-# nala_forward's arguments at 518,400 tokens, B 1, H 4, D = Dv = 16, fp16, contiguous (B, N, H, D) inputs.
-RUNTIME = dict(K="*fp16", V="*fp16", FREQ="*fp32", PART="*fp32", N="i32", W="i32", H="i32", CHUNK="i32",
-               n_chunks="i32", N_BUCKET="i32", sk_b="i32", sk_n="i32", sk_h="i32", sk_d="i32",
-               sv_b="i32", sv_n="i32", sv_h="i32", sv_d="i32", alpha="fp32", lam="fp32")
-DIVISIBLE_16 = ("K", "V", "FREQ", "PART", "CHUNK", "sk_b", "sk_n", "sk_h", "sv_b", "sv_n", "sv_h")
-CONSTANTS = dict(sk_d=1, sv_d=1,  # the launcher turns integer arguments equal to 1 into constants
-                 D=16, DV=16, BD=16, BDV=16, BDZ=32, LAM_INT=3, ROPE=False, PREC="tf32", APPROX=True, OFFS64=False)
-SASS_OPS = r"\b(LDSM[\w.]*|STSM[\w.]*|STS(?:\.\d+)?|LDS(?:\.\d+)?|HMMA[\w.]*|BAR\.SYNC|LDG[\w.]*)\b"
+# The launch constants nala_forward / nala_backward pass at 518,400 tokens, B 1, H 4, D = Dv = 16, fp16, no RoPE:
+# PREC tf32 (_precision of fp16), PREC_G tf32 (grad=rope, False) so CENTRE (not rope and PREC_G == "tf32"),
+# APPROX (16-bit inputs), LAM_INT 3, BDZ 2·BDV (DV fills BDV), OFFS64 False. Each kernel takes those it declares.
+CONSTEXPRS = dict(D=16, DV=16, BD=16, BDV=16, BDZ=32, LAM_INT=3, ROPE=False, PREC="tf32", PREC_G="tf32",
+                  CENTRE=True, APPROX=True, OFFS64=False, VEC4=False)
+F32_POINTERS = {"FREQ", "PART", "STATE", "DSTATE"}  # the rest are the fp16 (B, N, H, D) tensors
+FLOATS = {"alpha", "lam", "tau", "eps"}
+# Per kernel: its pointer arguments, and the autotuner's pick at 518K (BLOCK_N, warps, stages, maxnreg): the
+# latest recorded on the H200, benchmarks/results/h200/session9/reduce_vt/s9b.log ("== registers", N_BUCKET
+# 2097152; the same picks in s9b_gpu1.log; earlier sessions picked otherwise for _fwd_map and _bwd_key).
+KERNELS = {
+    "fwd_reduce": (nala._fwd_reduce, "K V FREQ PART", (64, 4, 2, None)),
+    "fwd_map": (nala._fwd_map, "Q STATE FREQ O", (128, 8, 2, None)),
+    "bwd_query": (nala._bwd_query, "Q DO STATE FREQ DQ PART", (32, 2, 2, None)),
+    "bwd_key": (nala._bwd_key, "K V STATE DSTATE FREQ DK DV_", (64, 4, 2, 168)),
+}
+SASS_OPS = r"\b(LDSM[\w.]*|STSM[\w.]*|STS(?:\.\d+)?|LDS(?:\.\d+)?|HG?MMA[\w.]*|BAR\.SYNC|LDG[\w.]*)\b"
 
 
-def compile_reduce(vec4: bool, block_n: int, warps: int, stages: int):
-    fn = nala._fwd_reduce
-    const = {**CONSTANTS, "BLOCK_N": block_n, "VEC4": vec4}
-    sig = {a: "constexpr" if a in const else RUNTIME[a] for a in fn.arg_names}
-    attrs = {(fn.arg_names.index(a),): [["tt.divisibility", 16]] for a in DIVISIBLE_16}
+def compile_kernel(kernel: str, vec4: bool, block_n: int, warps: int, stages: int, maxnreg: int | None):
+    fn, pointers = KERNELS[kernel][:2]
+    pointers = pointers.split()
+    const, sig, divisible = {}, {}, []
+    for p in fn.params:
+        a = p.name
+        if p.is_constexpr:
+            const[a] = block_n if a == "BLOCK_N" else vec4 if a == "VEC4" else CONSTEXPRS[a]
+        elif re.fullmatch(r"s\w*_d", a):  # the launcher turns integer arguments equal to 1 into constants
+            const[a] = 1
+        if a in const:
+            sig[a] = "constexpr"
+            continue
+        sig[a] = ("*fp32" if a in F32_POINTERS else "*fp16") if a in pointers else "fp32" if a in FLOATS else "i32"
+        if a in pointers or a == "CHUNK" or re.fullmatch(r"s\w*_[bnh]", a):  # multiples of 16 (strides 64·N, 64, 16)
+            divisible.append(a)
+    attrs = {(fn.arg_names.index(a),): [["tt.divisibility", 16]] for a in divisible}
     src = triton.compiler.ASTSource(fn=fn, signature=sig, constexprs=const, attrs=attrs)
-    return triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": warps, "num_stages": stages})
+    options = {"num_warps": warps, "num_stages": stages, **({"maxnreg": maxnreg} if maxnreg else {})}
+    return triton.compile(src, target=GPUTarget("cuda", 90, 32), options=options)
 
 
 def sass_of(cubin: bytes) -> str:
@@ -83,7 +108,14 @@ def _layouts(ttgir: str) -> dict[str, dict]:
 
 
 def _owned(lay: dict, shape: tuple[int, int], lane: int) -> list[tuple[int, int]]:
-    """Elements (row, col) lane ``lane`` of warp 0 holds in a blocked layout, in register order."""
+    """Elements (row, col) lane ``lane`` of warp 0 holds in a blocked or mma v2 layout, in register order."""
+    if "versionMajor" in lay:  # the mma.sync accumulator: per 16x8 tile (lane/4, 2·(lane%4) + 0..1), 8 rows on
+        if lay["versionMajor"] != 2:
+            raise NotImplementedError(f"shared store from an mma v{lay['versionMajor']} layout")
+        tile = [16 * lay["warpsPerCTA"][0], 8 * lay["warpsPerCTA"][1]]
+        return [((rm * tile[0] + lane // 4 + 8 * i) % shape[0], (rn * tile[1] + 2 * (lane % 4) + j) % shape[1])
+                for rm in range(max(1, shape[0] // tile[0])) for rn in range(max(1, shape[1] // tile[1]))
+                for i in range(2) for j in range(2)]
     spt, tpw, wpc, order = lay["sizePerThread"], lay["threadsPerWarp"], lay["warpsPerCTA"], lay["order"]
     lc, rest = [0, 0], lane
     for d in order:
@@ -119,7 +151,8 @@ def store_model(ttgir: str) -> list[dict]:
     for m in re.finditer(pat, loop):
         shape, esize = (int(m[1]), int(m[2])), 4 if m[3] == "f32" else 2
         bl, sh = lay[m[4]], lay[m[5]]
-        run = min(bl["sizePerThread"][sh["order"][0]], sh["vec"] if sh["maxPhase"] > 1 else 1 << 30, 16 // esize)
+        spt = bl.get("sizePerThread", [1, 2])  # mma v2: runs of 2 columns
+        run = min(spt[sh["order"][0]], sh["vec"] if sh["maxPhase"] > 1 else 1 << 30, 16 // esize)
         owned = [_owned(bl, shape, lane) for lane in range(32)]
         waves, minimum = [], []
         for k in range(0, len(owned[0]), run):  # one st.shared of `run` elements per thread
@@ -130,7 +163,8 @@ def store_model(ttgir: str) -> list[dict]:
                     words[(byte // 4) % 32].add(byte // 4)
             waves.append(max(len(w) for w in words.values()))
             minimum.append(max(1, 32 * run * esize // 128))
-        rows.append({"tile": f"{m[1]}x{m[2]}x{m[3]}", "sizePerThread": bl["sizePerThread"], "swizzle":
+        rows.append({"tile": f"{m[1]}x{m[2]}x{m[3]}", "layout": f"sizePerThread {spt}" if "sizePerThread" in bl else
+                     f"mma v2 accumulator, warpsPerCTA {bl['warpsPerCTA']}", "swizzle":
                      f"vec {sh['vec']}, perPhase {sh['perPhase']}, maxPhase {sh['maxPhase']}",
                      "stores": len(waves), "bits": run * esize * 8, "wavefronts": sum(waves), "minimum": sum(minimum)})
     return rows
@@ -138,32 +172,43 @@ def store_model(ttgir: str) -> list[dict]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--vec4", action="store_true", help="the NALASR_REDUCE_VEC4=1 variant")
-    ap.add_argument("--block-n", type=int, default=64)
-    ap.add_argument("--warps", type=int, default=4)
-    ap.add_argument("--stages", type=int, default=2)
+    ap.add_argument("--kernel", choices=KERNELS, default="fwd_reduce")
+    ap.add_argument("--vec4", action="store_true", help="the NALASR_REDUCE_VEC4=1 variant (fwd_reduce only)")
+    ap.add_argument("--block-n", type=int, help="default: the autotuner's pick at 518K (see KERNELS)")
+    ap.add_argument("--warps", type=int)
+    ap.add_argument("--stages", type=int)
+    ap.add_argument("--maxnreg", type=int)
     ap.add_argument("--out", type=Path, help="also write the ttgir, ptx and sass here")
     a = ap.parse_args()
+    if a.vec4 and a.kernel != "fwd_reduce":
+        ap.error(f"--vec4 is the VEC4 switch of _fwd_reduce; _{a.kernel} has none")
+    block_n, warps, stages, maxnreg = (given if given is not None else pick for given, pick in
+                                       zip((a.block_n, a.warps, a.stages, a.maxnreg), KERNELS[a.kernel][2]))
+    name = KERNELS[a.kernel][0].__name__
     os.environ.pop("TRITON_INTERPRET", None)
-    ck = compile_reduce(a.vec4, a.block_n, a.warps, a.stages)
+    ck = compile_kernel(a.kernel, a.vec4, block_n, warps, stages, maxnreg)
     sass = sass_of(ck.asm["cubin"])
     if a.out:
         a.out.mkdir(parents=True, exist_ok=True)
         for kind, text in (("ttgir", ck.asm["ttgir"]), ("ptx", ck.asm["ptx"]), ("sass", sass)):
-            (a.out / f"_fwd_reduce.{kind}").write_text(text)
+            (a.out / f"{name}.{kind}").write_text(text)
     loop = main_loop(sass)
     counts = collections.Counter(m for line in loop for m in re.findall(SASS_OPS, line))
-    print(f"_fwd_reduce sm_90, VEC4={int(a.vec4)}, BLOCK_N {a.block_n}, {a.warps} warps, {a.stages} stages, "
-          f"Triton {triton.__version__}: {ck.metadata.shared} B shared")
+    variant = f", VEC4={int(a.vec4)}" if a.kernel == "fwd_reduce" else ""
+    print(f"{name} sm_90{variant}, BLOCK_N {block_n}, {warps} warps, {stages} stages"
+          f"{f', maxnreg {maxnreg}' if maxnreg else ''}, Triton {triton.__version__}: {ck.metadata.shared} B shared")
     instructions = sum(bool(re.search(r"\*/\s+\S.*;", line)) for line in loop)
     print(f"main loop, per warp and tile: {instructions} instructions; "
           + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
     total = minimum = 0
     for r in store_model(ck.asm["ttgir"]):
         total, minimum = total + r["wavefronts"], minimum + r["minimum"]
-        print(f"  store {r['tile']} (sizePerThread {r['sizePerThread']}; {r['swizzle']}): {r['stores']} x "
+        print(f"  store {r['tile']} ({r['layout']}; {r['swizzle']}): {r['stores']} x "
               f"st.shared.b{r['bits']} per thread, {r['wavefronts']} wavefronts per warp (minimum {r['minimum']})")
     print(f"shared stores per warp and tile: {total} wavefronts, {total - minimum} of them conflicts")
+    loop_ir = ck.asm["ttgir"].split("scf.for", 1)[1].split("scf.yield", 1)[0]
+    if converts := loop_ir.count("ttg.convert_layout"):
+        print(f"  (+ {converts} ttg.convert_layout in the loop, not modelled: the loop's other shared traffic)")
 
 
 if __name__ == "__main__":

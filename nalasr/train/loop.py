@@ -324,7 +324,8 @@ class Trainer:
             else contextlib.nullcontext()
 
     def _graphed_trunk(self, x: Tensor) -> Callable[[Tensor], Tensor]:
-        """The trunk as a graphed callable for inputs shaped like x (x: B×3×h×w; captured for a new shape)."""
+        """The trunk as a graphed callable for inputs shaped like x (x: B×3×h×w; captured for a new shape, which
+        under DDP only setup may do: training batches all have the shape captured there)."""
         if self._graphed is None or self._graphed[0] != tuple(x.shape):
             with self._autocast():
                 self._graphed = (tuple(x.shape), graph_trunk(self.model.trunk, x))
