@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Next kernel call (issue 5), on nvidia-h200-x2: measure NALASR_REDUCE_VEC4 (nala._reduce_vec4: _fwd_reduce's
 # k/v tiles in runs of 4 columns so its tl.dot operand stores stop conflicting; offline sm_90 compile with
-# Triton 3.9: 64 → 32 store wavefronts per warp and tile, 331 → 371 loop instructions).
+# Triton 3.9: 64 → 32 store wavefronts per warp and tile, 331 → 371 loop instructions; its autotuner also tries
+# 2 warps, which the model puts at 128 store wavefronts + 192 LDS per 64 tokens against 256 + 320 now).
 #  GPU 0: the attention tests with the switch on; the offline model on the device's own Triton (same layouts?).
 #  GPU 1: parity at 518K with it on; attention times at 518K off/on; ncu of _fwd_reduce with it on.
 . benchmarks/device_lib.sh s11
@@ -14,6 +15,9 @@
   export CUDA_VISIBLE_DEVICES=1 LOG=$OUT/s11_gpu1.log
   NALASR_REDUCE_VEC4=1 check_518k 120
   diag_ab NALASR_REDUCE_VEC4 vec4 100
+  # with VEC4 the reduce also tries 2 warps (fewer operand loads), which may want more programs per SM
+  NALASR_REDUCE_VEC4=1 timeout 100 python3 benchmarks/kernel_diag_gpu.py --json $OUT/diag_vec4_ppsm.json --sizes 518400 \
+    --ppsm 8,16 --parts attention,registers >> $LOG 2>&1; say "diag vec4 ppsm 8,16 rc=$?"
   export NALASR_REDUCE_VEC4=1
   ncu_attention 100 "_fwd_reduce" ncu_reduce_vec4.txt --section SpeedOfLight --section MemoryWorkloadAnalysis_Tables \
     --section InstructionStats --print-details all

@@ -704,6 +704,14 @@ def _tuned(kernel, configs, limit: int):
 
 
 _fwd_reduce_tuned = _tuned(_fwd_reduce, _FWD_CONFIGS, 16)
+# With VEC4 the stores no longer conflict and the operand loads dominate the shared traffic: each warp loads the
+# whole φ operand, so fewer warps load less (offline model per 64 tokens: 128 store wavefronts + 192 LDS with 2
+# warps against 128 + 320 with 4; the default kernel 256 + 320). The 2-warp configs are tried only there until
+# timed on the GPU (benchmarks/device_session11.sh).
+_fwd_reduce_vec4_tuned = _tuned(_fwd_reduce, _FWD_CONFIGS + [
+    triton.Config({"BLOCK_N": 64}, num_warps=2, num_stages=2),
+    triton.Config({"BLOCK_N": 128}, num_warps=2, num_stages=2),
+], 16)
 _fwd_map_tuned = _tuned(_fwd_map, _FWD_CONFIGS, 16)
 _bwd_query_tuned = _tuned(_bwd_query, _BWD_CONFIGS, 8)
 _bwd_key_tuned = _tuned(_bwd_key, _BWD_CONFIGS, 8)
@@ -862,11 +870,12 @@ def nala_forward(q: Tensor, k: Tensor, v: Tensor, lam: float, tau: float, alpha:
     with _device_guard(q):
         chunk, n_chunks = _plan(n, b * h, dev)
         part = _empty((b * h * n_chunks * state_n,), torch.float32, dev)
-        _launch(_fwd_reduce_tuned, _fwd_reduce, (h, n_chunks, b),
+        vec4 = _reduce_vec4()
+        _launch(_fwd_reduce_vec4_tuned if vec4 else _fwd_reduce_tuned, _fwd_reduce, (h, n_chunks, b),
                 k, v, freq, part, n, max(rope_w, 1), h, chunk, n_chunks, bucket,
                 *k.stride(), *v.stride(), float(alpha), float(lam),
                 D=d, DV=dv, BD=bd, BDV=bdv, BDZ=bdv if rope or dv < bdv else 2 * bdv, LAM_INT=_lam_int(lam),
-                ROPE=rope, PREC=prec, APPROX=approx, OFFS64=_offs64(n, k, v), VEC4=_reduce_vec4())
+                ROPE=rope, PREC=prec, APPROX=approx, OFFS64=_offs64(n, k, v), VEC4=vec4)
         _combine_launch(part, state, b * h, n_chunks, 1.0 / n, state_n)
         _launch(_fwd_map_tuned, _fwd_map, (h, n_chunks, b),
                 q, state, freq, o, n, max(rope_w, 1), h, chunk, bucket,
