@@ -3,13 +3,18 @@
 # k/v tiles in runs of 4 columns so its tl.dot operand stores stop conflicting; offline sm_90 compile with
 # Triton 3.9: 64 → 32 store wavefronts per warp and tile, 331 → 371 loop instructions; its autotuner also tries
 # 2 warps, which the model puts at 128 store wavefronts + 192 LDS per 64 tokens against 256 + 320 now).
-#  GPU 0: the attention tests with the switch on; the offline model on the device's own Triton (same layouts?).
+#  GPU 0: the attention tests with the switch on; the offline model on the device's own Triton (same layouts?);
+#         the training loader against a fixed batch at graphed speed (carry .carry/data).
 #  GPU 1: parity at 518K with it on; attention times at 518K off/on; ncu of _fwd_reduce with it on.
 . benchmarks/device_lib.sh s11
 (
   export CUDA_VISIBLE_DEVICES=0 NALASR_REDUCE_VEC4=1
   kernel_tests 260 tests/test_kernels.py
   for v in "" --vec4; do python3 benchmarks/compile_sm90.py $v >> $OUT/compile_sm90.txt 2>&1; done
+  # issue 4's loader check at the graphed training speed (session 2 measured it eager); carry .carry/data
+  unset NALASR_REDUCE_VEC4
+  [ -d .carry/data/train ] && timeout 150 python3 benchmarks/train_loader.py --data .carry/data/train --steps 300 \
+    --out $OUT/train_loader.json >> $LOG 2>&1; say "train_loader rc=$?"
 ) &
 (
   export CUDA_VISIBLE_DEVICES=1 LOG=$OUT/s11_gpu1.log
