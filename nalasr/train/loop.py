@@ -414,9 +414,16 @@ def train(cfg: TrainConfig, *, resume: bool = False, log: Callable[[str], None] 
     """Train (or resume) as ``cfg`` says; returns where things were written."""
     trainer = Trainer(cfg, resume=resume, log=log)
     try:
-        return trainer.run(progress)
+        result = trainer.run(progress)
+        if trainer.dist.world > 1:  # leave together: rank 0 still writes the weights when the others are done
+            dist.barrier()
+        return result
     finally:
         if trainer.dist.world > 1 and dist.is_initialized():
+            # DDP's reducer holds the process group: drop it first, so the group's threads end here, not while
+            # the interpreter shuts down (a rank of a CI run once aborted there: "terminate called without an
+            # active exception")
+            trainer.net = trainer.model
             dist.destroy_process_group()
 
 
