@@ -17,7 +17,9 @@ case_run() {  # NAME PROCS BATCH EXTRA... (CASES="name ...": only those)
     --no-fit-schedule --max-minutes $MIN --batch $batch --out /tmp/ddp_$name --device cuda "$@" > $OUT/ddp_$name.txt 2>&1
   say "$name rc=$?"; grep -i "error\|differ\|Traceback" $OUT/ddp_$name.txt | head -5 | tee -a $LOG
   cp /tmp/ddp_$name/log.jsonl /tmp/ddp_$name.jsonl 2>/dev/null
+  echo "$name $procs $batch" >> /tmp/ddp_cases  # what the summary below reads
 }
+rm -f /tmp/ddp_cases
 case_run one_graphs_b64 1 64
 case_run two_graphs_b64 2 64
 case_run two_graphs_b128 2 128
@@ -25,8 +27,8 @@ case_run two_eager_b64 2 64 --no-cuda-graphs
 python3 - <<'PY' | tee -a $LOG
 import json, os, statistics
 rows = []
-for name, procs, batch in [("one_graphs_b64", 1, 64), ("two_graphs_b64", 2, 64), ("two_graphs_b128", 2, 128),
-                           ("two_eager_b64", 2, 64)]:
+for name, procs, batch in (line.split() for line in open("/tmp/ddp_cases")):
+    procs, batch = int(procs), int(batch)
     try:
         recs = [json.loads(l) for l in open(f"/tmp/ddp_{name}.jsonl") if '"it_s"' in l]
     except OSError:

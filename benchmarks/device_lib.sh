@@ -13,11 +13,11 @@ kernel_tests() {
   timeout $t python3 -m pytest -q -rf -p no:cacheprovider "$@" -k "not interpreter" >> $LOG 2>&1; say "kernel tests rc=$?"
 }
 # diag_ab VAR NAME SECONDS: attention times at 518K with the environment switch VAR at 0, then 1
-# ($OUT/diag_NAME0.json, diag_NAME1.json).
+# ($OUT/diag_NAME0.json, diag_NAME1.json), at PPSM programs per SM (8 unless set; a list like 8,16 tries each).
 diag_ab() {
   local a
   for a in 0 1; do
-    env $1=$a timeout $3 python3 benchmarks/kernel_diag_gpu.py --json $OUT/diag_$2$a.json --sizes 518400 --ppsm 8 \
+    env $1=$a timeout $3 python3 benchmarks/kernel_diag_gpu.py --json $OUT/diag_$2$a.json --sizes 518400 --ppsm ${PPSM:-8} \
       --parts attention,profile,registers >> $LOG 2>&1; say "diag $1=$a rc=$?"
   done
 }

@@ -19,10 +19,8 @@
 (
   export CUDA_VISIBLE_DEVICES=1 LOG=$OUT/s11_gpu1.log
   NALASR_REDUCE_VEC4=1 check_518k 120
-  diag_ab NALASR_REDUCE_VEC4 vec4 100
-  # with VEC4 the reduce also tries 2 warps (fewer operand loads), which may want more programs per SM
-  NALASR_REDUCE_VEC4=1 timeout 100 python3 benchmarks/kernel_diag_gpu.py --json $OUT/diag_vec4_ppsm.json --sizes 518400 \
-    --ppsm 8,16 --parts attention,registers >> $LOG 2>&1; say "diag vec4 ppsm 8,16 rc=$?"
+  # at 16 programs per SM too: with VEC4 the reduce also tries 2 warps, half the warps resident at 8
+  PPSM=8,16 diag_ab NALASR_REDUCE_VEC4 vec4 150
   export NALASR_REDUCE_VEC4=1
   ncu_attention 100 "_fwd_reduce" ncu_reduce_vec4.txt --section SpeedOfLight --section MemoryWorkloadAnalysis_Tables \
     --section InstructionStats --print-details all

@@ -17,12 +17,12 @@ Where the cases run:
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import subprocess
 import sys
 from pathlib import Path
+from unittest import mock
 
 import pytest
 import torch
@@ -178,19 +178,6 @@ def run_case(case: dict, device: str, seed: int = 0, ref_device: str = "cpu") ->
     }
 
 
-@contextlib.contextmanager
-def _env(name: str, value: str):
-    old = os.environ.get(name)
-    os.environ[name] = value
-    try:
-        yield
-    finally:
-        if old is None:
-            del os.environ[name]
-        else:
-            os.environ[name] = old
-
-
 def run_extras(device: str) -> dict:
     """Checks beyond parity: determinism, argument validation, no copies of strided inputs."""
     from nalasr_kernels import nala as K
@@ -236,7 +223,7 @@ def run_extras(device: str) -> dict:
         q, k, v, _, _ = _make({**CASES["batch3"], "dtype": dtype, "config": None}, device, seed=5)
         outs = []
         for flag in ("0", "1"):
-            with _env("NALASR_REDUCE_VEC4", flag), torch.no_grad():
+            with mock.patch.dict(os.environ, {"NALASR_REDUCE_VEC4": flag}), torch.no_grad():
                 outs.append(K.nala_attention_triton(q, k, v).float())
         out[f"reduce_vec4_{dtype}"] = rel_err(outs[1], outs[0]) <= 1e-6
     # params=None means the reference defaults; an object with the four attributes works too.

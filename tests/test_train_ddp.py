@@ -36,11 +36,19 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def launch(args: list[str], cwd: Path, env: dict[str, str]) -> subprocess.Popen:
+def launch(args: list[str], cwd: Path, env: dict[str, str], code: str = LAUNCH) -> subprocess.Popen:
+    """``python -c code *args`` in ``cwd``, its output to cwd/output.txt (``code``: the nalasr CLI by default)."""
     cwd.mkdir(parents=True, exist_ok=True)
     log = open(cwd / "output.txt", "w")
-    return subprocess.Popen([sys.executable, "-c", LAUNCH, *args], cwd=cwd, env=env, stdout=log, stderr=log,
+    return subprocess.Popen([sys.executable, "-c", code, *args], cwd=cwd, env=env, stdout=log, stderr=log,
                             start_new_session=True)
+
+
+def two_rank_env() -> dict[str, str]:
+    """The environment of a 2-process CPU run, less each process's MASTER_PORT, RANK and LOCAL_RANK."""
+    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_PORT")}
+    return env | {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": "",
+                  "MASTER_ADDR": "127.0.0.1", "WORLD_SIZE": "2"}
 
 
 def finish(procs: list[subprocess.Popen]) -> list[int]:
@@ -137,9 +145,7 @@ def test_ddp_resume_is_exact(tmp_path):
         "scales": [2, 3], "data": [str(data)], "model_overrides": TINY, "steps": 8, "batch": 4, "patch": 6,
         "warmup": 2, "ema": 0.9, "ckpt_every": 1, "keep_last": 20, "log_every": 3, "val_set": "", "device": "cpu",
     }))
-    base = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_PORT")}
-    base |= {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": "", "MASTER_ADDR": "127.0.0.1",
-             "WORLD_SIZE": "2"}
+    base = two_rank_env()
 
     def ddp(out: Path, *extra: str) -> None:
         port = str(free_port())
@@ -186,18 +192,12 @@ dist.destroy_process_group()
 
 def test_check_in_sync_catches_a_drifted_rank(tmp_path):
     """The trainer's checkpoint-time check: equal weights pass on both ranks, one changed weight fails on both."""
-    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_PORT")}
-    env |= {"OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": "", "MASTER_ADDR": "127.0.0.1", "WORLD_SIZE": "2"}
     for case in ("same", "drift"):
         port = str(free_port())
-        procs = [subprocess.Popen([sys.executable, "-c", SYNC_PROBE, case], env=env | {
-            "MASTER_PORT": port, "RANK": str(r), "LOCAL_RANK": str(r)}, stdout=subprocess.PIPE, text=True)
-            for r in range(2)]
-        try:
-            outs = [p.communicate(timeout=TIMEOUT_S)[0].strip() for p in procs]
-        finally:
-            for p in procs:
-                p.kill()
+        procs = [launch([case], tmp_path / f"{case}{r}", two_rank_env() | {
+            "MASTER_PORT": port, "RANK": str(r), "LOCAL_RANK": str(r)}, code=SYNC_PROBE) for r in range(2)]
+        finish(procs)
+        outs = [(tmp_path / f"{case}{r}" / "output.txt").read_text().strip() for r in range(2)]
         if case == "same":
             assert outs == ["in sync", "in sync"], outs
         else:

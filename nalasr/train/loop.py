@@ -334,12 +334,13 @@ class Trainer:
     def _check_in_sync(self) -> None:
         """Raise unless every rank holds rank 0's weights (a collective: call it on every rank at once).
 
-        Compares each parameter's sum across ranks, a cheap fingerprint that equal weights give bitwise."""
+        Compares each parameter's sum across ranks, a cheap fingerprint that equal weights give bitwise: one
+        all-reduce of (sums, −sums) with MAX gives the largest and the smallest at once."""
         sums = torch.stack([p.detach().float().sum() for p in self.model.parameters()])
-        lo, hi = sums.clone(), sums.clone()
-        dist.all_reduce(lo, op=dist.ReduceOp.MIN)
-        dist.all_reduce(hi, op=dist.ReduceOp.MAX)
-        if not torch.equal(lo, hi):
+        both = torch.cat([sums, -sums])
+        dist.all_reduce(both, op=dist.ReduceOp.MAX)
+        hi, lo = both.chunk(2)
+        if not torch.equal(-lo, hi):
             raise NalasrError(f"the {self.dist.world} processes' weights differ at step {self.step}: their gradients "
                               "were not all-reduced alike; rerun with --no-cuda-graphs and report it")
 
