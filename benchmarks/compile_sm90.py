@@ -1,8 +1,8 @@
 """Compile one of the attention kernels for sm_90 on a machine without a GPU and count its shared-memory
 traffic: a CPU-side look at what Nsight Compute measures on the H200, for trying kernel changes between GPU calls.
 
-    .venv/bin/python benchmarks/compile_sm90.py [--kernel fwd_reduce|fwd_map|bwd_query|bwd_key] [--vec4]
-        [--block-n 64] [--warps 4] [--stages 2] [--maxnreg N] [--out DIR]
+    .venv/bin/python benchmarks/compile_sm90.py [--kernel fwd_reduce|fwd_map|bwd_query|bwd_key] [--vec4 0|1]
+        [--split 0|1] [--block-n 64] [--warps 4] [--stages 2] [--maxnreg N] [--out DIR]
 
 Prints the kernel's shared memory, the main loop's SASS instructions that matter here (shared stores and loads,
 tensor-core products, barriers, global loads) and, for every shared-memory store of the loop (the tl.dot
@@ -11,9 +11,11 @@ against the conflict-free minimum, from the register layout and the swizzle of t
 ``ttg.convert_layout``s also go through shared memory; they are counted, not modelled). The launch constants are
 those of 518,400 tokens, 4 heads of 16, fp16 inputs, no RoPE (what ``nala_forward`` / ``nala_backward`` pass);
 BLOCK_N, warps, stages and maxnreg default to the autotuner's picks there (see KERNELS). --vec4 is _fwd_reduce's
-VEC4 switch (NALASR_REDUCE_VEC4=1). Needs Triton with its bundled ptxas / nvdisasm (the pip wheel has them).
-The first run (session 10, Triton 3.9): 8 STS.128 per warp and tile taking 64 wavefronts, 32 of them conflicts —
-ncu's 8.3 M store wavefronts with 4.1 M conflicts over the 129,600 warp-tiles at 518K, exactly.
+VEC4 switch (NALASR_REDUCE_VEC4), --split _bwd_query's SPLIT (NALASR_REDUCE_SPLIT); both 1 unless given, like
+the environment switches (the bank model covers 2-D tiles only: SPLIT's 3-D operand stores show in the SASS
+counts, not in the model). Needs Triton with its bundled ptxas / nvdisasm (the pip wheel has them).
+The first run (session 10, Triton 3.9; now --vec4 0): 8 STS.128 per warp and tile taking 64 wavefronts, 32 of them
+conflicts — ncu's 8.3 M store wavefronts with 4.1 M conflicts over the 129,600 warp-tiles at 518K, exactly.
 """
 
 from __future__ import annotations
@@ -39,29 +41,29 @@ from nalasr_kernels import nala  # noqa: E402
 # PREC tf32 (_precision of fp16), PREC_G tf32 (grad=rope, False) so CENTRE (not rope and PREC_G == "tf32"),
 # APPROX (16-bit inputs), LAM_INT 3, BDZ 2·BDV (DV fills BDV), OFFS64 False. Each kernel takes those it declares.
 CONSTEXPRS = dict(D=16, DV=16, BD=16, BDV=16, BDZ=32, LAM_INT=3, ROPE=False, PREC="tf32", PREC_G="tf32",
-                  CENTRE=True, APPROX=True, OFFS64=False, VEC4=False)
+                  CENTRE=True, APPROX=True, OFFS64=False)
 F32_POINTERS = {"FREQ", "PART", "STATE", "DSTATE"}  # the rest are the fp16 (B, N, H, D) tensors
 FLOATS = {"alpha", "lam", "tau", "eps"}
 # Per kernel: its pointer arguments, and the autotuner's pick at 518K (BLOCK_N, warps, stages, maxnreg): the
-# latest recorded on the H200, benchmarks/results/h200/session9/reduce_vt/s9b.log ("== registers", N_BUCKET
-# 2097152; the same picks in s9b_gpu1.log; earlier sessions picked otherwise for _fwd_map and _bwd_key).
+# latest recorded on the H200, benchmarks/results/h200/session12/diag_split1.json ("registers", N_BUCKET 2097152;
+# session 9 picked 32 tokens on 2 warps for _bwd_query, before SPLIT).
 KERNELS = {
     "fwd_reduce": (nala._fwd_reduce, "K V FREQ PART", (64, 4, 2, None)),
     "fwd_map": (nala._fwd_map, "Q STATE FREQ O", (128, 8, 2, None)),
-    "bwd_query": (nala._bwd_query, "Q DO STATE FREQ DQ PART", (32, 2, 2, None)),
+    "bwd_query": (nala._bwd_query, "Q DO STATE FREQ DQ PART", (64, 4, 2, None)),
     "bwd_key": (nala._bwd_key, "K V STATE DSTATE FREQ DK DV_", (64, 4, 2, 168)),
 }
 SASS_OPS = r"\b(LDSM[\w.]*|STSM[\w.]*|STS(?:\.\d+)?|LDS(?:\.\d+)?|HG?MMA[\w.]*|BAR\.SYNC|LDG[\w.]*)\b"
 
 
-def compile_kernel(kernel: str, vec4: bool, block_n: int, warps: int, stages: int, maxnreg: int | None):
+def compile_kernel(kernel: str, switches: dict, block_n: int, warps: int, stages: int, maxnreg: int | None):
     fn, pointers = KERNELS[kernel][:2]
     pointers = pointers.split()
     const, sig, divisible = {}, {}, []
     for p in fn.params:
         a = p.name
         if p.is_constexpr:
-            const[a] = block_n if a == "BLOCK_N" else vec4 if a == "VEC4" else CONSTEXPRS[a]
+            const[a] = block_n if a == "BLOCK_N" else {**CONSTEXPRS, **switches}[a]
         elif re.fullmatch(r"s\w*_d", a):  # the launcher turns integer arguments equal to 1 into constants
             const[a] = 1
         if a in const:
@@ -151,6 +153,9 @@ def store_model(ttgir: str) -> list[dict]:
     for m in re.finditer(pat, loop):
         shape, esize = (int(m[1]), int(m[2])), 4 if m[3] == "f32" else 2
         bl, sh = lay[m[4]], lay[m[5]]
+        if bl.get("versionMajor", 2) != 2 or "vec" not in sh:  # wgmma accumulators, nvmma_shared targets
+            rows.append({"tile": f"{m[1]}x{m[2]}x{m[3]}", "skipped": f"#{m[4]} -> #{m[5]}"})
+            continue
         spt = bl.get("sizePerThread", [1, 2])  # mma v2: runs of 2 columns
         run = min(spt[sh["order"][0]], sh["vec"] if sh["maxPhase"] > 1 else 1 << 30, 16 // esize)
         owned = [_owned(bl, shape, lane) for lane in range(32)]
@@ -173,20 +178,21 @@ def store_model(ttgir: str) -> list[dict]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--kernel", choices=KERNELS, default="fwd_reduce")
-    ap.add_argument("--vec4", action="store_true", help="the NALASR_REDUCE_VEC4=1 variant (fwd_reduce only)")
+    ap.add_argument("--vec4", type=int, choices=(0, 1), default=1, help="NALASR_REDUCE_VEC4 (fwd_reduce)")
+    ap.add_argument("--split", type=int, choices=(0, 1), default=1, help="NALASR_REDUCE_SPLIT (fwd_reduce, bwd_query)")
     ap.add_argument("--block-n", type=int, help="default: the autotuner's pick at 518K (see KERNELS)")
     ap.add_argument("--warps", type=int)
     ap.add_argument("--stages", type=int)
     ap.add_argument("--maxnreg", type=int)
     ap.add_argument("--out", type=Path, help="also write the ttgir, ptx and sass here")
     a = ap.parse_args()
-    if a.vec4 and a.kernel != "fwd_reduce":
-        ap.error(f"--vec4 is the VEC4 switch of _fwd_reduce; _{a.kernel} has none")
     block_n, warps, stages, maxnreg = (given if given is not None else pick for given, pick in
                                        zip((a.block_n, a.warps, a.stages, a.maxnreg), KERNELS[a.kernel][2]))
     name = KERNELS[a.kernel][0].__name__
     os.environ.pop("TRITON_INTERPRET", None)
-    ck = compile_kernel(a.kernel, a.vec4, block_n, warps, stages, maxnreg)
+    params = {p.name for p in KERNELS[a.kernel][0].params}
+    switches = {k: v for k, v in (("VEC4", bool(a.vec4)), ("SPLIT", a.split)) if k in params}
+    ck = compile_kernel(a.kernel, switches, block_n, warps, stages, maxnreg)
     sass = sass_of(ck.asm["cubin"])
     if a.out:
         a.out.mkdir(parents=True, exist_ok=True)
@@ -194,7 +200,7 @@ def main() -> None:
             (a.out / f"{name}.{kind}").write_text(text)
     loop = main_loop(sass)
     counts = collections.Counter(m for line in loop for m in re.findall(SASS_OPS, line))
-    variant = f", VEC4={int(a.vec4)}" if a.kernel == "fwd_reduce" else ""
+    variant = "".join(f", {k}={int(v)}" for k, v in switches.items())
     print(f"{name} sm_90{variant}, BLOCK_N {block_n}, {warps} warps, {stages} stages"
           f"{f', maxnreg {maxnreg}' if maxnreg else ''}, Triton {triton.__version__}: {ck.metadata.shared} B shared")
     instructions = sum(bool(re.search(r"\*/\s+\S.*;", line)) for line in loop)
@@ -202,6 +208,9 @@ def main() -> None:
           + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
     total = minimum = 0
     for r in store_model(ck.asm["ttgir"]):
+        if "skipped" in r:
+            print(f"  store {r['tile']} ({r['skipped']}): not modelled")
+            continue
         total, minimum = total + r["wavefronts"], minimum + r["minimum"]
         print(f"  store {r['tile']} ({r['layout']}; {r['swizzle']}): {r['stores']} x "
               f"st.shared.b{r['bits']} per thread, {r['wavefronts']} wavefronts per warp (minimum {r['minimum']})")

@@ -142,7 +142,7 @@ def kernel_profile(mod, n: int, layout: str = "qkvg") -> list[dict]:
 
 def registers(mod) -> list[dict]:
     out = []
-    for name in ("_fwd_reduce_tuned", "_fwd_reduce_vec4_tuned", "_fwd_map_tuned", "_bwd_query_tuned", "_bwd_key_tuned"):
+    for name in ("_fwd_reduce_tuned", "_fwd_map_tuned", "_bwd_query_tuned", "_bwd_key_tuned"):
         tuned = getattr(mod, name, None)
         if tuned is None:  # a module of an older commit
             continue

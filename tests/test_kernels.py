@@ -41,6 +41,9 @@ REF_FACTOR = 4.0
 
 SMALL = {"BLOCK_N": 16, "CHUNK": 32, "num_warps": 1}  # several chunks and ragged tails at small N
 GPU_CONFIG = {"BLOCK_N": 32, "CHUNK": 64, "num_warps": 4}
+# Two 16-token groups per tile in the reduce products (nala._reduce_dot; SMALL's 16-token tiles are one group),
+# several tiles per chunk and chunks, the last tile's second group empty.
+GROUPED = {"BLOCK_N": 32, "CHUNK": 64, "num_warps": 2}
 
 # ------------------------------------------------------------------------------------------------------ cases
 
@@ -91,6 +94,8 @@ def _cases() -> dict[str, dict]:
         # Query elements whose direction is subnormal in float32: the GPU's approximate log2 / division may
         # flush them; the kernels count them as 0 (m = |dir|^p underflows to 0 there anyway).
         "fp32-subnormal-q": dict(N=37, tiny_q=True),
+        "grouped-fp16": dict(dtype="float16", N=150, H=2, layout="qkvg", zero_q=False, config=GROUPED),
+        "grouped-rope": dict(N=150, H=2, rope=(10, 15), config=GROUPED),
         "bf16-subnormal-q": dict(dtype="bfloat16", N=37, tiny_q=True, layout="qkvg"),
     }
     for name, s in extra.items():
@@ -217,15 +222,25 @@ def run_extras(device: str) -> dict:
     out["math_full"] = max(full) < 2e-7
     out["math_approx_series"] = 1e-6 < max(short[:2]) < 4e-6
     out["math_approx_tanh"] = short[2] <= 2 ** -10 * 0.66  # |tanh| ≤ tanh(π/4) = 0.66 on this grid
-    # NALASR_REDUCE_VEC4 only rewrites _fwd_reduce's column offsets (the same numbers, 4-column runs for the
-    # compiler): the forward must agree with the default one, fp16 being the case it is meant for.
-    for dtype in ("float16", "float32"):
-        q, k, v, _, _ = _make({**CASES["batch3"], "dtype": dtype, "config": None}, device, seed=5)
-        outs = []
-        for flag in ("0", "1"):
-            with mock.patch.dict(os.environ, {"NALASR_REDUCE_VEC4": flag}), torch.no_grad():
-                outs.append(K.nala_attention_triton(q, k, v).float())
-        out[f"reduce_vec4_{dtype}"] = rel_err(outs[1], outs[0]) <= 1e-6
+    # The switches only change how the reduce is computed: NALASR_REDUCE_VEC4 _fwd_reduce's column offsets (the
+    # same numbers, 4-column runs for the compiler), NALASR_REDUCE_SPLIT the grouping of the tokens in the reduce
+    # products (the same tf32 operands, another fp32 summation order). Off must agree with on, output and
+    # gradients; a tile's groups paired with the wrong tokens would be off by O(1).
+    # Tolerances: the fp32 roundings of another summation order and the fp16 rounding flips they cause
+    # (benchmarks/switch_errors.py: SPLIT 0 vs 1 on the H200 bitwise equal in fp16, 8.6e-8 in fp32; on the
+    # interpreter 4.1e-6 in fp16's gradient).
+    for switch, tol in (("NALASR_REDUCE_VEC4", {"float16": 1e-6, "float32": 1e-6}),
+                        ("NALASR_REDUCE_SPLIT", {"float16": 2e-5, "float32": 1e-5})):
+        for dtype in ("float16", "float32"):
+            runs = []
+            for flag in ("0", "1"):
+                q, k, v, g, leaves = _make({**CASES["batch3"], "dtype": dtype, "config": None}, device, seed=5)
+                with mock.patch.dict(os.environ, {switch: flag}):
+                    o = K.nala_attention_triton(q, k, v)
+                    o.backward(g)
+                runs.append([o.detach().float()] + [t.grad.float() for t in leaves])
+            errs = [rel_err(b, a) for a, b in zip(*runs)]
+            out[f"{switch.lower()}_{dtype}"] = max(errs) <= tol[dtype]
     # params=None means the reference defaults; an object with the four attributes works too.
     q, k, v, _, _ = _make({**CASES["d8-dv5"], "config": None}, device, seed=4)
     with torch.no_grad():
@@ -340,22 +355,24 @@ def test_extras_cuda():
     assert all(extras.values()), extras
 
 
-def test_reduce_vec4_switch(monkeypatch):
-    """NALASR_REDUCE_VEC4 is off unless set to 1; any other value is refused with the variable's name."""
+@pytest.mark.parametrize("name", ["VEC4", "SPLIT"])
+def test_reduce_switches(monkeypatch, name):
+    """NALASR_REDUCE_VEC4 / _SPLIT are on unless set to 0; any other value is refused with the variable's name."""
     if not _have_triton():
         pytest.skip("triton is not installed")
     sys.path.insert(0, str(ROOT / "kernels"))
-    from nalasr_kernels.nala import _reduce_vec4
+    from nalasr_kernels import nala
 
-    monkeypatch.delenv("NALASR_REDUCE_VEC4", raising=False)
-    assert not _reduce_vec4()
-    monkeypatch.setenv("NALASR_REDUCE_VEC4", "1")
-    assert _reduce_vec4()
-    monkeypatch.setenv("NALASR_REDUCE_VEC4", "0")
-    assert not _reduce_vec4()
-    monkeypatch.setenv("NALASR_REDUCE_VEC4", "on")
-    with pytest.raises(ValueError, match="NALASR_REDUCE_VEC4"):
-        _reduce_vec4()
+    var, rule = f"NALASR_REDUCE_{name}", getattr(nala, f"_reduce_{name.lower()}")
+    monkeypatch.delenv(var, raising=False)
+    assert rule()
+    monkeypatch.setenv(var, "1")
+    assert rule()
+    monkeypatch.setenv(var, "0")
+    assert not rule()
+    monkeypatch.setenv(var, "on")
+    with pytest.raises(ValueError, match=var):
+        rule()
 
 
 if __name__ == "__main__":

@@ -177,6 +177,41 @@ def _column(t, cols, j):
 
 
 @triton.jit
+def _reduce_acc(M: tl.constexpr, K: tl.constexpr, GROUPS: tl.constexpr):
+    """A zero accumulator for :func:`_reduce_dot`: (GROUPS, M, K), or (M, K) when GROUPS is 1."""
+    if GROUPS > 1:
+        return tl.zeros((GROUPS, M, K), dtype=tl.float32)
+    else:
+        return tl.zeros((M, K), dtype=tl.float32)
+
+
+@triton.jit
+def _reduce_dot(a, b, acc, GROUPS: tl.constexpr, PREC: tl.constexpr):
+    """acc + aᵀ·b summed over the tile's tokens: a (BLOCK_N, M), b (BLOCK_N, K), acc from :func:`_reduce_acc`.
+
+    GROUPS > 1 splits the tokens into GROUPS consecutive groups, each one batch of a 3-D product (Triton gives
+    each warp its own batch): a 2-D product splits only the (M, K) output across warps, and with M = 16 every
+    warp reads the whole of a from shared memory, 4 times the operand loads at 4 warps. Sum the groups with
+    :func:`_reduce_total` after the loop. The kernels use groups of 16 tokens (two k-steps of a tf32 mma; 1 group
+    per warp at the autotuner's picks, 64 tokens on 4 warps and 32 on 2)."""
+    if GROUPS > 1:
+        t: tl.constexpr = a.shape[0] // GROUPS
+        a3 = tl.trans(tl.reshape(a, (GROUPS, t, a.shape[1])), (0, 2, 1))
+        return tl.dot(a3, tl.reshape(b, (GROUPS, t, b.shape[1])), acc, input_precision=PREC)
+    else:
+        return tl.dot(tl.trans(a), b, acc, input_precision=PREC)
+
+
+@triton.jit
+def _reduce_total(acc, GROUPS: tl.constexpr):
+    """(M, K): the groups of a :func:`_reduce_dot` accumulator summed (once per program, after the loop)."""
+    if GROUPS > 1:
+        return tl.sum(acc, axis=0)
+    else:
+        return acc
+
+
+@triton.jit
 def _direction(x):
     """x: (BLOCK_N, BD) → Σx², r = (Σx² + 1e-12)^(-1/2) (BLOCK_N,), dir = x·r (BLOCK_N, BD)."""
     ss = tl.sum(x * x, axis=1)
@@ -365,6 +400,10 @@ def _fwd_reduce(
         # Measured alternative (session 9, benchmarks/device_session9b.sh at ec22391): Sᵀ += vᵀ·φ with v loaded
         # transposed, so φ is not transposed for the product: 129.8 against 112.7 µs at 518K, the same 4.1 M
         # bank-conflicted shared-memory store wavefronts (they are not this transpose's) and 20% more loads.
+        # Measured alternative (session 12): the 3-D grouped product of _bwd_query (_reduce_dot) here: 150.5
+        # against 101.0 µs at 518K. Triton lays out these operands' shared copies with the group dimension
+        # between the other two (the register tiles carry their warps on the token axis, not the groups):
+        # 4-way conflicted loads, and 125 instead of 72 registers (benchmarks/results/h200/session12/reduce_split/).
         acc_c = tl.dot(tl.trans(m * c), vv, acc_c, input_precision=PREC)
         acc_s = tl.dot(tl.trans(m * s), vv, acc_s, input_precision=PREC)
     if not ROPE:
@@ -478,7 +517,7 @@ def _bwd_query(
     alpha, lam, tau, eps,
     D: tl.constexpr, DV: tl.constexpr, BD: tl.constexpr, BDV: tl.constexpr,
     ROPE: tl.constexpr, PREC_G: tl.constexpr, CENTRE: tl.constexpr, APPROX: tl.constexpr, OFFS64: tl.constexpr,
-    BLOCK_N: tl.constexpr,
+    BLOCK_N: tl.constexpr, SPLIT: tl.constexpr,
 ):
     """Over one chunk of queries: dq (map), and partial dS = Σ φ̃q dnumᵀ, dz = Σ dden·φq (reduce) → PART."""
     pid_h = tl.program_id(0)
@@ -500,11 +539,12 @@ def _bwd_query(
     dq_base = _slab(DQ, pid_b, pid_h, sdq_b, sdq_h)
     if ROPE:
         freq = tl.load(FREQ + offs_d)
-    ds_c = tl.zeros((BD, BDV), dtype=tl.float32)
-    ds_s = tl.zeros((BD, BDV), dtype=tl.float32)
+    GROUPS: tl.constexpr = 1 + SPLIT * (BLOCK_N // 16 - 1)  # see _reduce_dot
+    ds_c = _reduce_acc(BD, BDV, GROUPS)
+    ds_s = _reduce_acc(BD, BDV, GROUPS)
     offs_1 = tl.arange(0, 16)
-    dz_c = tl.zeros((BD, 16), dtype=tl.float32)  # column 0 is dz (see dden_col)
-    dz_s = tl.zeros((BD, 16), dtype=tl.float32)
+    dz_c = _reduce_acc(BD, 16, GROUPS)  # column 0 is dz (see dden_col)
+    dz_s = _reduce_acc(BD, 16, GROUPS)
     start, end = _chunk(pid_c, CHUNK, N)
     x_next = _load_tile(q_base, start, end, sq_n, offs_d, sq_d, dmask, BLOCK_N, OFFS64)
     g_next = _load_tile(g_base, start, end, sg_n, offs_e, sg_d, emask, BLOCK_N, OFFS64)
@@ -545,13 +585,13 @@ def _bwd_query(
         if CENTRE:
             dden += eps * tl.sum(dnum * vbar[None, :], axis=1)
         dden *= rden                                              # (BLOCK_N,)
-        ds_c = tl.dot(tl.trans(phi_c2), dnum, ds_c, input_precision=PREC_G)
-        ds_s = tl.dot(tl.trans(phi_s2), dnum, ds_s, input_precision=PREC_G)
+        ds_c = _reduce_dot(phi_c2, dnum, ds_c, GROUPS, PREC_G)
+        ds_s = _reduce_dot(phi_s2, dnum, ds_s, GROUPS, PREC_G)
         # dz = Σ dden·φq through the tensor cores too (dden in column 0 of an otherwise zero operand): a column
         # sum over the tile's tokens would cross warps through shared memory on every tile.
         dden_col = tl.where(offs_1[None, :] == 0, dden[:, None], 0.0)  # (BLOCK_N, 16)
-        dz_c = tl.dot(tl.trans(phi_c), dden_col, dz_c, input_precision=PREC_G)
-        dz_s = tl.dot(tl.trans(phi_s), dden_col, dz_s, input_precision=PREC_G)
+        dz_c = _reduce_dot(phi_c, dden_col, dz_c, GROUPS, PREC_G)
+        dz_s = _reduce_dot(phi_s, dden_col, dz_s, GROUPS, PREC_G)
         gc = dden[:, None] * z_c[None, :]
         gs = dden[:, None] * z_s[None, :]
         dm, dth = _feature_grad_angle(m, c, s, c2, s2, gc, gs, gc2, gs2, ROPE)
@@ -566,8 +606,10 @@ def _bwd_query(
         proj = tl.sum(ddir * dirn, axis=1)
         dx = r[:, None] * (ddir - dirn * proj[:, None]) + (dnrm * r * (2.0 - ss * r * r))[:, None] * x
         tl.store(dq_base + rows[:, None] * sdq_n + offs_d[None, :] * sdq_d, dx.to(DQ.dtype.element_ty), mask=mask_d)
-    dz_c = _column(dz_c, offs_1, 0)
-    dz_s = _column(dz_s, offs_1, 0)
+    ds_c = _reduce_total(ds_c, GROUPS)
+    ds_s = _reduce_total(ds_s, GROUPS)
+    dz_c = _column(_reduce_total(dz_c, GROUPS), offs_1, 0)
+    dz_s = _column(_reduce_total(dz_s, GROUPS), offs_1, 0)
     _store_state(PART, (pid_b * H + pid_h) * n_chunks + pid_c, ds_c, ds_s, dz_c, dz_s, BD, BDV, BDV)
 
 
@@ -704,21 +746,19 @@ def _tuned(kernel, configs, limit: int):
 
 
 _fwd_reduce_tuned = _tuned(_fwd_reduce, _FWD_CONFIGS, 16)
-# With VEC4 the stores no longer conflict and the operand loads dominate the shared traffic: each warp loads the
-# whole φ operand, so fewer warps load less (offline model per 64 tokens: 128 store wavefronts + 192 LDS with 2
-# warps against 128 + 320 with 4; the default kernel 256 + 320). The 2-warp configs are tried only there until
-# timed on the GPU (benchmarks/device_session11.sh).
-_fwd_reduce_vec4_tuned = _tuned(_fwd_reduce, _FWD_CONFIGS + [
-    triton.Config({"BLOCK_N": 64}, num_warps=2, num_stages=2),
-    triton.Config({"BLOCK_N": 128}, num_warps=2, num_stages=2),
-], 16)
 _fwd_map_tuned = _tuned(_fwd_map, _FWD_CONFIGS, 16)
 _bwd_query_tuned = _tuned(_bwd_query, _BWD_CONFIGS, 8)
 _bwd_key_tuned = _tuned(_bwd_key, _BWD_CONFIGS, 8)
 
 # Programs per SM and pass: several waves balance the load and keep enough loads in flight to hide HBM latency;
-# the cost is the partial buffer (one 2·BD·BDV + 2·BD float32 state per chunk, ~1-2% of the traffic at 518K).
-_PROGRAMS_PER_SM = int(os.environ.get("NALASR_PROGRAMS_PER_SM", "8"))  # env: for benchmarks/kernel_diag_gpu.py
+# the cost in the passes that reduce (_fwd_reduce, _bwd_query) is the partial buffer (one 2·BD·BDV + 2·BD
+# float32 state per chunk, ~1-2% of the traffic at 518K). The map passes (_fwd_map, _bwd_key) write no partials
+# and take their own, finer chunks: 3 of _fwd_map's 8-warp programs fit an SM (76 registers), so 8 programs per
+# SM ran in 2.67 waves, the last one a third full (ncu, session 12). At 518K on the H200, _fwd_map 72.8 → 64.3 µs
+# with 24 (63.3 with 48), the forward 0.183 → 0.175 ms (benchmarks/results/h200/session12/diag_map{8,24,48}.json).
+# env: for benchmarks/kernel_diag_gpu.py and the sweeps of benchmarks/device_session12c.sh
+_PROGRAMS_PER_SM = int(os.environ.get("NALASR_PROGRAMS_PER_SM", "8"))
+_MAP_PROGRAMS_PER_SM = int(os.environ.get("NALASR_MAP_PROGRAMS_PER_SM", "24"))
 
 
 # ================================================================================================ host side
@@ -733,15 +773,16 @@ def _sm_count(device_index: int) -> int:
     return torch.cuda.get_device_properties(device_index).multi_processor_count
 
 
-def _plan(n: int, bh: int, device: torch.device) -> tuple[int, int]:
-    """(tokens per program, number of chunks) for a pass over n tokens of bh (batch, head) pairs."""
+def _plan(n: int, bh: int, device: torch.device, per_sm: int) -> tuple[int, int]:
+    """(tokens per program, number of chunks) for a pass over n tokens of bh (batch, head) pairs, aiming at
+    ``per_sm`` programs per SM."""
     if _CONFIG is not None:
         chunk = int(_CONFIG["CHUNK"])
         assert chunk % int(_CONFIG["BLOCK_N"]) == 0, "CHUNK must be a multiple of BLOCK_N"
     else:
         sms = _sm_count(device.index if device.index is not None else torch.cuda.current_device()) \
             if device.type == "cuda" else 2
-        target = max(1, -(-sms * _PROGRAMS_PER_SM // bh))  # chunks per (b, h)
+        target = max(1, -(-sms * per_sm // bh))  # chunks per (b, h)
         chunk = -(-n // target)
         chunk = max(_MAX_BLOCK_N, -(-chunk // _MAX_BLOCK_N) * _MAX_BLOCK_N)
     return chunk, -(-n // chunk)
@@ -805,14 +846,23 @@ def _approx_math(*tensors: Tensor, rope: bool = False) -> bool:
 
 
 def _reduce_vec4() -> bool:
-    """Whether _fwd_reduce loads its k and v tiles as runs of 4 columns per thread instead of 8
-    (NALASR_REDUCE_VEC4=1; off until measured on the GPU). Compiled offline for sm_90 (Triton 3.9,
-    benchmarks/compile_sm90.py), a thread holds the 8 float32 of one 128-bit fp16 load and stores them for
-    tl.dot as two st.shared.v4 inside one 32-byte swizzle unit: every thread of a warp writes the same half of
-    its unit, so a store takes 8 wavefronts instead of 4 — 32 of the 64 store wavefronts per warp and tile are
-    conflicts, the share ncu counted on the H200 (session 9). Runs of 4 spread the stores over all banks (32
-    wavefronts, none conflicted), for 64-bit loads and 371 instead of 331 instructions in the loop."""
-    return _forced("NALASR_REDUCE_VEC4", ("0", "1")) == "1"
+    """Whether _fwd_reduce loads its k and v tiles as runs of 4 columns per thread instead of 8 (default;
+    NALASR_REDUCE_VEC4=0 for the 8). With 8, a thread holds the 8 float32 of one 128-bit fp16 load and stores
+    them for tl.dot as two st.shared.v4 inside one 32-byte swizzle unit: every thread of a warp writes the same
+    half of its unit, so a store takes 8 wavefronts instead of 4 (offline sm_90 compile,
+    benchmarks/compile_sm90.py: 32 of 64 store wavefronts per warp and tile are conflicts; ncu on the H200: 0
+    conflicted store wavefronts with 4, 4.1 M of 8.3 M with 8). On the H200 at 518K: 100.9 against 113.9 µs
+    (benchmarks/results/h200/session11/diag_vec4{1,0}.json)."""
+    return _forced("NALASR_REDUCE_VEC4", ("0", "1")) != "0"
+
+
+def _reduce_split() -> bool:
+    """Whether _bwd_query's reduce products (dS, dz) split a tile's tokens into groups of 16, one batch of a 3-D
+    tl.dot each (default; NALASR_REDUCE_SPLIT=0 for one 2-D product): see _reduce_dot. Offline sm_90 compile
+    (64 tokens, 4 warps): 24 instead of 112 shared loads and 887 instead of 1012 instructions per warp and tile.
+    On the H200 at 518K: 290.5 against 355.7 µs at that config (session 11's 32-token, 2-warp pick: 309 µs;
+    benchmarks/results/h200/session12/diag_split{1,0}.json)."""
+    return _forced("NALASR_REDUCE_SPLIT", ("0", "1")) != "0"
 
 
 def _lam_int(lam: float) -> int:
@@ -850,8 +900,12 @@ class _NullCtx:
 
 
 def _combine_launch(part: Tensor, out: Tensor, bh: int, n_chunks: int, scale: float, state: int) -> None:
-    block = 128
-    _combine[(bh, triton.cdiv(state, block))](part, out, n_chunks, scale, STATE=state, BLOCK=block, CB=32,
+    # Narrow column blocks and up to 256 chunks a load: at 518K tokens (4 heads, 254 chunks, 544 floats a state)
+    # 68 programs each load their whole (254, 32) slice at once. 128-column blocks and 32 chunks a load (20
+    # programs, 8 dependent loads each) took 11.1 µs on the H200 for these 2.2 MB; this takes 7.1 (session 12).
+    block = 32
+    cb = min(256, _pow2(n_chunks))
+    _combine[(bh, triton.cdiv(state, block))](part, out, n_chunks, scale, STATE=state, BLOCK=block, CB=cb,
                                                 num_warps=4)
 
 
@@ -868,15 +922,15 @@ def nala_forward(q: Tensor, k: Tensor, v: Tensor, lam: float, tau: float, alpha:
     freq = _rope_freq(d, bd, float(rope_base), dev) if rope else state
     bucket = _pow2(b * n * h)
     with _device_guard(q):
-        chunk, n_chunks = _plan(n, b * h, dev)
+        chunk, n_chunks = _plan(n, b * h, dev, _PROGRAMS_PER_SM)
         part = _empty((b * h * n_chunks * state_n,), torch.float32, dev)
-        vec4 = _reduce_vec4()
-        _launch(_fwd_reduce_vec4_tuned if vec4 else _fwd_reduce_tuned, _fwd_reduce, (h, n_chunks, b),
+        _launch(_fwd_reduce_tuned, _fwd_reduce, (h, n_chunks, b),
                 k, v, freq, part, n, max(rope_w, 1), h, chunk, n_chunks, bucket,
                 *k.stride(), *v.stride(), float(alpha), float(lam),
                 D=d, DV=dv, BD=bd, BDV=bdv, BDZ=bdv if rope or dv < bdv else 2 * bdv, LAM_INT=_lam_int(lam),
-                ROPE=rope, PREC=prec, APPROX=approx, OFFS64=_offs64(n, k, v), VEC4=vec4)
+                ROPE=rope, PREC=prec, APPROX=approx, OFFS64=_offs64(n, k, v), VEC4=_reduce_vec4())
         _combine_launch(part, state, b * h, n_chunks, 1.0 / n, state_n)
+        chunk, n_chunks = _plan(n, b * h, dev, _MAP_PROGRAMS_PER_SM)
         _launch(_fwd_map_tuned, _fwd_map, (h, n_chunks, b),
                 q, state, freq, o, n, max(rope_w, 1), h, chunk, bucket,
                 *q.stride(), *o.stride(), float(alpha), float(lam), float(tau), float(eps),
@@ -901,14 +955,15 @@ def nala_backward(do: Tensor, q: Tensor, k: Tensor, v: Tensor, state: Tensor, la
     freq = _rope_freq(d, bd, float(rope_base), dev) if rope else state
     bucket = _pow2(b * n * h)
     with _device_guard(q):
-        chunk, n_chunks = _plan(n, b * h, dev)
+        chunk, n_chunks = _plan(n, b * h, dev, _PROGRAMS_PER_SM)
         part = _empty((b * h * n_chunks * state_n,), torch.float32, dev)
         _launch(_bwd_query_tuned, _bwd_query, (h, n_chunks, b),
                 q, do, state, freq, dq, part, n, max(rope_w, 1), h, chunk, n_chunks, bucket,
                 *q.stride(), *do.stride(), *dq.stride(), float(alpha), float(lam), float(tau), float(eps),
                 D=d, DV=dv, BD=bd, BDV=bdv, ROPE=rope, PREC_G=prec_g, CENTRE=centre, APPROX=approx,
-                OFFS64=_offs64(n, q, do, dq))
+                OFFS64=_offs64(n, q, do, dq), SPLIT=int(_reduce_split()))
         _combine_launch(part, dstate, b * h, n_chunks, 1.0 / n, state_n)
+        chunk, n_chunks = _plan(n, b * h, dev, _MAP_PROGRAMS_PER_SM)
         _launch(_bwd_key_tuned, _bwd_key, (h, n_chunks, b),
                 k, v, state, dstate, freq, dk, dvv, n, max(rope_w, 1), h, chunk, bucket,
                 *k.stride(), *v.stride(), *dk.stride(), *dvv.stride(), float(alpha), float(lam),
