@@ -41,8 +41,8 @@ REF_FACTOR = 4.0
 
 SMALL = {"BLOCK_N": 16, "CHUNK": 32, "num_warps": 1}  # several chunks and ragged tails at small N
 GPU_CONFIG = {"BLOCK_N": 32, "CHUNK": 64, "num_warps": 4}
-# Two 16-token groups per tile in the reduce products (nala._reduce_dot; SMALL's 16-token tiles are one group),
-# several tiles per chunk and chunks, the last tile's second group empty.
+# Two 16-token groups per tile in _bwd_query's reduce products (nala._reduce_dot; SMALL's 16-token tiles are one
+# group), two tiles per chunk; at N = 150 the last tile's second group holds 6 tokens.
 GROUPED = {"BLOCK_N": 32, "CHUNK": 64, "num_warps": 2}
 
 # ------------------------------------------------------------------------------------------------------ cases
@@ -94,9 +94,9 @@ def _cases() -> dict[str, dict]:
         # Query elements whose direction is subnormal in float32: the GPU's approximate log2 / division may
         # flush them; the kernels count them as 0 (m = |dir|^p underflows to 0 there anyway).
         "fp32-subnormal-q": dict(N=37, tiny_q=True),
+        "bf16-subnormal-q": dict(dtype="bfloat16", N=37, tiny_q=True, layout="qkvg"),
         "grouped-fp16": dict(dtype="float16", N=150, H=2, layout="qkvg", zero_q=False, config=GROUPED),
         "grouped-rope": dict(N=150, H=2, rope=(10, 15), config=GROUPED),
-        "bf16-subnormal-q": dict(dtype="bfloat16", N=37, tiny_q=True, layout="qkvg"),
     }
     for name, s in extra.items():
         out[name] = {**base, **s}
@@ -183,6 +183,21 @@ def run_case(case: dict, device: str, seed: int = 0, ref_device: str = "cpu") ->
     }
 
 
+def switch_errors(switch: str, dtype: str, device: str) -> list[float]:
+    """Relative errors of the output and the gradient (batch3: q, k, v are views of one leaf) with the environment
+    switch ``switch`` at 1 against 0."""
+    from nalasr_kernels import nala as K
+
+    runs = []
+    for flag in ("0", "1"):
+        q, k, v, g, leaves = _make({**CASES["batch3"], "dtype": dtype, "config": None}, device, seed=5)
+        with mock.patch.dict(os.environ, {switch: flag}):
+            o = K.nala_attention_triton(q, k, v)
+            o.backward(g)
+        runs.append([o.detach().float()] + [t.grad.float() for t in leaves])
+    return [rel_err(b, a) for a, b in zip(*runs)]
+
+
 def run_extras(device: str) -> dict:
     """Checks beyond parity: determinism, argument validation, no copies of strided inputs."""
     from nalasr_kernels import nala as K
@@ -232,15 +247,7 @@ def run_extras(device: str) -> dict:
     for switch, tol in (("NALASR_REDUCE_VEC4", {"float16": 1e-6, "float32": 1e-6}),
                         ("NALASR_REDUCE_SPLIT", {"float16": 2e-5, "float32": 1e-5})):
         for dtype in ("float16", "float32"):
-            runs = []
-            for flag in ("0", "1"):
-                q, k, v, g, leaves = _make({**CASES["batch3"], "dtype": dtype, "config": None}, device, seed=5)
-                with mock.patch.dict(os.environ, {switch: flag}):
-                    o = K.nala_attention_triton(q, k, v)
-                    o.backward(g)
-                runs.append([o.detach().float()] + [t.grad.float() for t in leaves])
-            errs = [rel_err(b, a) for a, b in zip(*runs)]
-            out[f"{switch.lower()}_{dtype}"] = max(errs) <= tol[dtype]
+            out[f"{switch.lower()}_{dtype}"] = max(switch_errors(switch, dtype, device)) <= tol[dtype]
     # params=None means the reference defaults; an object with the four attributes works too.
     q, k, v, _, _ = _make({**CASES["d8-dv5"], "config": None}, device, seed=4)
     with torch.no_grad():

@@ -192,7 +192,7 @@ def _reduce_dot(a, b, acc, GROUPS: tl.constexpr, PREC: tl.constexpr):
     GROUPS > 1 splits the tokens into GROUPS consecutive groups, each one batch of a 3-D product (Triton gives
     each warp its own batch): a 2-D product splits only the (M, K) output across warps, and with M = 16 every
     warp reads the whole of a from shared memory, 4 times the operand loads at 4 warps. Sum the groups with
-    :func:`_reduce_total` after the loop. The kernels use groups of 16 tokens (two k-steps of a tf32 mma; 1 group
+    :func:`_reduce_total` after the loop. _bwd_query uses groups of 16 tokens (two k-steps of a tf32 mma; 1 group
     per warp at the autotuner's picks, 64 tokens on 4 warps and 32 on 2)."""
     if GROUPS > 1:
         t: tl.constexpr = a.shape[0] // GROUPS
