@@ -404,6 +404,11 @@ def _fwd_reduce(
         # against 101.0 µs at 518K. Triton lays out these operands' shared copies with the group dimension
         # between the other two (the register tiles carry their warps on the token axis, not the groups):
         # 4-way conflicted loads, and 125 instead of 72 registers (benchmarks/results/h200/session12/reduce_split/).
+        # Measured alternative (session 12): one 64-row product, the φ halves of the first half of the tokens
+        # stacked over zeros and those of the second under them (tl.join / permute / reshape, then tl.where), so
+        # Triton emits a Hopper wgmma reading v straight from shared memory: 144.5 against 101.1 µs, although the
+        # offline compile had 32 instead of 80 shared loads per warp and tile (96 registers instead of 72; and the
+        # fp32 N = 1 parity case's dk error rose to 0.012; benchmarks/results/h200/session12/stack/).
         acc_c = tl.dot(tl.trans(m * c), vv, acc_c, input_precision=PREC)
         acc_s = tl.dot(tl.trans(m * s), vv, acc_s, input_precision=PREC)
     if not ROPE:
