@@ -758,9 +758,9 @@ _bwd_key_tuned = _tuned(_bwd_key, _BWD_CONFIGS, 8)
 # Programs per SM and pass: several waves balance the load and keep enough loads in flight to hide HBM latency;
 # the cost in the passes that reduce (_fwd_reduce, _bwd_query) is the partial buffer (one 2·BD·BDV + 2·BD
 # float32 state per chunk, ~1-2% of the traffic at 518K). The map passes (_fwd_map, _bwd_key) write no partials
-# and take their own, finer chunks: 3 of _fwd_map's 8-warp programs fit an SM (76 registers), so 8 programs per
-# SM ran in 2.67 waves, the last one a third full (ncu, session 12). At 518K on the H200, _fwd_map 72.8 → 64.3 µs
-# with 24 (63.3 with 48), the forward 0.183 → 0.175 ms (benchmarks/results/h200/session12/diag_map{8,24,48}.json).
+# and take their own, finer chunks: 3 of _fwd_map's 8-warp programs fit an SM (76 registers), so at 8 per SM its
+# 1,016 programs ran in 2.57 waves, the last 57% full (ncu, session 12). At 518K on the H200, _fwd_map 72.8 →
+# 64.3 µs with 24 (63.3 with 48), the forward 0.183 → 0.175 ms (benchmarks/results/h200/session12/diag_map*.json).
 # env: for benchmarks/kernel_diag_gpu.py and the sweeps of benchmarks/device_session12c.sh
 _PROGRAMS_PER_SM = int(os.environ.get("NALASR_PROGRAMS_PER_SM", "8"))
 _MAP_PROGRAMS_PER_SM = int(os.environ.get("NALASR_MAP_PROGRAMS_PER_SM", "24"))
