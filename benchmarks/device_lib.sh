@@ -12,13 +12,15 @@ kernel_tests() {
   local t=$1; shift
   timeout $t python3 -m pytest -q -rf -p no:cacheprovider "$@" -k "not interpreter" >> $LOG 2>&1; say "kernel tests rc=$?"
 }
-# diag_ab VAR NAME SECONDS: attention times at 518K with the environment switch VAR at 0, then 1
-# ($OUT/diag_NAME0.json, diag_NAME1.json), at PPSM programs per SM (8 unless set; a list like 8,16 tries each).
+# diag_ab VAR NAME SECONDS [VALUE...]: attention times at 518K with the environment variable VAR at each VALUE
+# (0, then 1 unless given; $OUT/diag_NAME<VALUE>.json), at PPSM programs per SM (8 unless set; a list like 8,16
+# tries each).
 diag_ab() {
-  local a
-  for a in 0 1; do
-    env $1=$a timeout $3 python3 benchmarks/kernel_diag_gpu.py --json $OUT/diag_$2$a.json --sizes 518400 --ppsm ${PPSM:-8} \
-      --parts attention,profile,registers >> $LOG 2>&1; say "diag $1=$a rc=$?"
+  local a var=$1 name=$2 t=$3
+  shift 3
+  for a in ${@:-0 1}; do
+    env $var=$a timeout $t python3 benchmarks/kernel_diag_gpu.py --json $OUT/diag_$name$a.json --sizes 518400 \
+      --ppsm ${PPSM:-8} --parts attention,profile,registers >> $LOG 2>&1; say "diag $var=$a rc=$?"
   done
 }
 # ncu_attention SECONDS KERNEL_REGEX FILE NCU_OPTION...: Nsight Compute over benchmarks/ncu_attention.py → $OUT/FILE.

@@ -12,11 +12,7 @@
 ) &
 (
   export CUDA_VISIBLE_DEVICES=1 LOG=$OUT/s12c_gpu1.log
-  for m in 24 8 48; do
-    NALASR_MAP_PROGRAMS_PER_SM=$m timeout 150 python3 benchmarks/kernel_diag_gpu.py --json $OUT/diag_map$m.json \
-      --sizes 518400 --ppsm 6,7,8,12 --parts attention,profile >> $LOG 2>&1
-    say "map ppsm $m rc=$?"
-  done
+  PPSM=6,7,8,12 diag_ab NALASR_MAP_PROGRAMS_PER_SM map 150 24 8 48
 ) &
 wait
 cat $OUT/s12c_gpu1.log >> $LOG

@@ -143,9 +143,7 @@ def kernel_profile(mod, n: int, layout: str = "qkvg") -> list[dict]:
 def registers(mod) -> list[dict]:
     out = []
     for name in ("_fwd_reduce_tuned", "_fwd_map_tuned", "_bwd_query_tuned", "_bwd_key_tuned"):
-        tuned = getattr(mod, name, None)
-        if tuned is None:  # a module of an older commit
-            continue
+        tuned = getattr(mod, name)
         for key, cfg in getattr(tuned, "cache", {}).items():
             out.append({"kernel": name, "key": str(key)[:60], "config": str(cfg)})
         try:
