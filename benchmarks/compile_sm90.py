@@ -2,7 +2,7 @@
 traffic: a CPU-side look at what Nsight Compute measures on the H200, for trying kernel changes between GPU calls.
 
     .venv/bin/python benchmarks/compile_sm90.py [--kernel fwd_reduce|fwd_map|bwd_query|bwd_key] [--vec4 0|1]
-        [--split 0|1] [--block-n 64] [--warps 4] [--stages 2] [--maxnreg N] [--out DIR]
+        [--split 0|1] [--zacc 0|1] [--block-n 64] [--warps 4] [--stages 2] [--maxnreg N] [--out DIR]
 
 Prints the kernel's shared memory, the main loop's SASS instructions that matter here (shared stores and loads,
 tensor-core products, barriers, global loads) and, for every shared-memory store of the loop (the tl.dot
@@ -10,11 +10,12 @@ operands Triton stages through ``ttg.local_alloc``), how many wavefronts one war
 against the conflict-free minimum, from the register layout and the swizzle of the TTGIR (in-loop
 ``ttg.convert_layout``s also go through shared memory; they are counted, not modelled). The launch constants are
 those of 518,400 tokens, 4 heads of 16, fp16 inputs, no RoPE (what ``nala_forward`` / ``nala_backward`` pass);
-BLOCK_N, warps, stages and maxnreg default to the autotuner's picks there (see KERNELS). --vec4 is _fwd_reduce's
-VEC4 switch (NALASR_REDUCE_VEC4), --split _bwd_query's SPLIT (NALASR_REDUCE_SPLIT); both 1 unless given, like
-the environment switches (the bank model covers 2-D tiles only: SPLIT's 3-D operand stores show in the SASS
-counts, not in the model). Needs Triton with its bundled ptxas / nvdisasm (the pip wheel has them).
-The first run (session 10, Triton 3.9; now --vec4 0): 8 STS.128 per warp and tile taking 64 wavefronts, 32 of them
+BLOCK_N, warps, stages and maxnreg default to the autotuner's picks there (see KERNELS). --vec4 and --zacc are
+_fwd_reduce's VEC4 and ZACC switches (NALASR_REDUCE_VEC4, NALASR_REDUCE_ZACC; ZACC 0 also sets the ones column's
+BDZ = 32), --split _bwd_query's SPLIT (NALASR_REDUCE_SPLIT); all 1 unless given, like the environment switches
+(the bank model covers 2-D tiles only: SPLIT's 3-D operand stores show in the SASS counts, not in the model).
+Needs Triton with its bundled ptxas / nvdisasm (the pip wheel has them). The first run (session 10, Triton 3.9;
+now --vec4 0 --zacc 0 --block-n 64 --warps 4): 8 STS.128 per warp and tile taking 64 wavefronts, 32 of them
 conflicts — ncu's 8.3 M store wavefronts with 4.1 M conflicts over the 129,600 warp-tiles at 518K, exactly.
 """
 
@@ -39,18 +40,17 @@ from nalasr_kernels import nala  # noqa: E402
 
 # The launch constants nala_forward / nala_backward pass at 518,400 tokens, B 1, H 4, D = Dv = 16, fp16, no RoPE:
 # PREC tf32 (_precision of fp16), PREC_G tf32 (grad=rope, False) so CENTRE (not rope and PREC_G == "tf32"),
-# APPROX (16-bit inputs), LAM_INT 3, BDZ 2·BDV (DV fills BDV), OFFS64 False. Each kernel takes those it declares.
-CONSTEXPRS = dict(D=16, DV=16, BD=16, BDV=16, BDZ=32, LAM_INT=3, ROPE=False, PREC="tf32", PREC_G="tf32",
-                  CENTRE=True, APPROX=True, OFFS64=False)
+# APPROX (16-bit inputs), LAM_INT 3, OFFS64 False, FASTMAG (λτ = 1.5). Each kernel takes those it declares.
+CONSTEXPRS = dict(D=16, DV=16, BD=16, BDV=16, LAM_INT=3, ROPE=False, PREC="tf32", PREC_G="tf32",
+                  CENTRE=True, APPROX=True, OFFS64=False, FASTMAG=True)
 F32_POINTERS = {"FREQ", "PART", "STATE", "DSTATE"}  # the rest are the fp16 (B, N, H, D) tensors
 FLOATS = {"alpha", "lam", "tau", "eps"}
 # Per kernel: its pointer arguments, and the autotuner's pick at 518K (BLOCK_N, warps, stages, maxnreg): the
-# latest recorded on the H200, benchmarks/results/h200/session12/diag_split1.json ("registers", N_BUCKET 2097152;
-# session 9 picked 32 tokens on 2 warps for _bwd_query, before SPLIT).
+# latest recorded on the H200, benchmarks/results/h200/session13/call4/diag.json ("registers", N_BUCKET 2097152).
 KERNELS = {
-    "fwd_reduce": (nala._fwd_reduce, "K V FREQ PART", (64, 4, 2, None)),
-    "fwd_map": (nala._fwd_map, "Q STATE FREQ O", (128, 8, 2, None)),
-    "bwd_query": (nala._bwd_query, "Q DO STATE FREQ DQ PART", (64, 4, 2, None)),
+    "fwd_reduce": (nala._fwd_reduce, "K V FREQ PART", (32, 1, 2, None)),
+    "fwd_map": (nala._fwd_map, "Q STATE FREQ O", (64, 4, 2, None)),
+    "bwd_query": (nala._bwd_query, "Q DO STATE FREQ DQ PART", (32, 2, 2, None)),
     "bwd_key": (nala._bwd_key, "K V STATE DSTATE FREQ DK DV_", (64, 4, 2, 168)),
 }
 SASS_OPS = r"\b(LDSM[\w.]*|STSM[\w.]*|STS(?:\.\d+)?|LDS(?:\.\d+)?|HG?MMA[\w.]*|BAR\.SYNC|LDG[\w.]*)\b"
@@ -180,6 +180,7 @@ def main() -> None:
     ap.add_argument("--kernel", choices=KERNELS, default="fwd_reduce")
     ap.add_argument("--vec4", type=int, choices=(0, 1), default=1, help="NALASR_REDUCE_VEC4 (fwd_reduce)")
     ap.add_argument("--split", type=int, choices=(0, 1), default=1, help="NALASR_REDUCE_SPLIT (bwd_query)")
+    ap.add_argument("--zacc", type=int, choices=(0, 1), default=1, help="NALASR_REDUCE_ZACC (fwd_reduce)")
     ap.add_argument("--block-n", type=int, help="default: the autotuner's pick at 518K (see KERNELS)")
     ap.add_argument("--warps", type=int)
     ap.add_argument("--stages", type=int)
@@ -191,7 +192,8 @@ def main() -> None:
     name = KERNELS[a.kernel][0].__name__
     os.environ.pop("TRITON_INTERPRET", None)
     params = {p.name for p in KERNELS[a.kernel][0].params}
-    switches = {k: v for k, v in (("VEC4", bool(a.vec4)), ("SPLIT", a.split)) if k in params}
+    switches = {k: v for k, v in (("VEC4", bool(a.vec4)), ("SPLIT", a.split), ("ZACC", a.zacc),
+                                  ("ROUNDZ", bool(a.zacc)), ("BDZ", 16 if a.zacc else 32)) if k in params}
     ck = compile_kernel(a.kernel, switches, block_n, warps, stages, maxnreg)
     sass = sass_of(ck.asm["cubin"])
     if a.out:
@@ -200,7 +202,7 @@ def main() -> None:
             (a.out / f"{name}.{kind}").write_text(text)
     loop = main_loop(sass)
     counts = collections.Counter(m for line in loop for m in re.findall(SASS_OPS, line))
-    variant = "".join(f", {k}={int(v)}" for k, v in switches.items())
+    variant = "".join(f", {k}={int(v)}" for k, v in switches.items() if k not in ("ROUNDZ", "BDZ"))
     print(f"{name} sm_90{variant}, BLOCK_N {block_n}, {warps} warps, {stages} stages"
           f"{f', maxnreg {maxnreg}' if maxnreg else ''}, Triton {triton.__version__}: {ck.metadata.shared} B shared")
     instructions = sum(bool(re.search(r"\*/\s+\S.*;", line)) for line in loop)

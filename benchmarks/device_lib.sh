@@ -13,8 +13,8 @@ kernel_tests() {
   timeout $t python3 -m pytest -q -rf -p no:cacheprovider "$@" -k "not interpreter" >> $LOG 2>&1; say "kernel tests rc=$?"
 }
 # diag_ab VAR NAME SECONDS [VALUE...]: attention times at 518K with the environment variable VAR at each VALUE
-# (0, then 1 unless given; $OUT/diag_NAME<VALUE>.json), at PPSM programs per SM (8 unless set; a list like 8,16
-# tries each).
+# (0, then 1 unless given; $OUT/diag_NAME<VALUE>.json), at PPSM programs per SM of _bwd_query (of both reduce
+# passes before session 13; 8 unless set; a list like 8,16 tries each).
 diag_ab() {
   local a var=$1 name=$2 t=$3
   shift 3

@@ -32,6 +32,7 @@ from triton.testing import do_bench
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "kernels")]
 
+from cuda_graph import capture  # noqa: E402  (benchmarks/, the script's directory)
 from nalasr.model import create_model  # noqa: E402
 
 H, D = 4, 16
@@ -39,14 +40,7 @@ H, D = 4, 16
 
 def graph_ms(fn, reps: int = 50) -> float:
     """Median-free mean ms per call of fn replayed from one CUDA graph (fn must be warmed up already)."""
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):
-        fn()
-    torch.cuda.current_stream().wait_stream(s)
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        fn()
+    g = capture(fn)
     g.replay()
     torch.cuda.synchronize()
     t0 = time.perf_counter()
@@ -87,6 +81,17 @@ def _inputs(n: int, layout: str) -> tuple[torch.Tensor, ...]:
     return q, k, v, torch.randn(1, n, H, D, device="cuda", dtype=torch.float16)
 
 
+def set_ppsm(mod, p: int | None) -> None:
+    """Programs per SM of _bwd_query (a per-pass dict since session 13, whose _fwd_reduce runs one-warp programs)
+    or of both reduce passes (one int, older modules); None leaves the module's own."""
+    if p is None:
+        return
+    if isinstance(mod._PROGRAMS_PER_SM, dict):
+        mod._PROGRAMS_PER_SM["bwd_query"] = p
+    else:
+        mod._PROGRAMS_PER_SM = p
+
+
 def attention_rows(mods: dict, sizes: list[int], ppsm: list[int], layout: str = "qkvg") -> list[dict]:
     rows = []
     for n in sizes:
@@ -95,7 +100,7 @@ def attention_rows(mods: dict, sizes: list[int], ppsm: list[int], layout: str = 
         bwd_bytes = 7 * n * H * D * 2
         for name, mod in mods.items():
             for p in (ppsm if name == "new" else [8]):
-                mod._PROGRAMS_PER_SM = p
+                set_ppsm(mod, p)
                 hp = (3.0, 0.5, 1.0, 1e-6, 0, 0, 100.0)
                 fwd = lambda: mod.nala_forward(q, k, v, *hp)  # noqa: E731
                 _, state = fwd()
@@ -112,7 +117,7 @@ def attention_rows(mods: dict, sizes: list[int], ppsm: list[int], layout: str = 
                 print(f"{n:8d} {name:3s} {layout} ppsm {p:2d} | fwd bench {r['fwd_bench_ms']:.3f} graph {r['fwd_graph_ms']:.3f} ms "
                       f"({r['fwd_graph_gbs']:.0f} GB/s) cpu {r['fwd_cpu_us']:.0f} µs | bwd bench {r['bwd_bench_ms']:.3f} "
                       f"graph {r['bwd_graph_ms']:.3f} ms cpu {r['bwd_cpu_us']:.0f} µs", flush=True)
-        mods["new"]._PROGRAMS_PER_SM = int(os.environ.get("NALASR_PROGRAMS_PER_SM", "8"))
+        set_ppsm(mods["new"], 8)
     return rows
 
 

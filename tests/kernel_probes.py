@@ -1,8 +1,8 @@
 """Small Triton kernels that expose the attention kernels' device math to tests (imported only where Triton is).
 
-probe_math(t, approx) runs ``_sincos_small`` and ``_tanh`` of nalasr_kernels.nala elementwise over a float32
-vector, so their accuracy claims (full paths ~1e-7; APPROX: series < 4e-6, tanh.approx ~2^-11) are checked on
-the CPU interpreter and on the GPU alike.
+probe_math(t, approx) runs ``_sincos_angle`` (at u = t/(π/4), as the kernels call it with θ = (π/4)·u) and
+``_tanh`` of nalasr_kernels.nala elementwise over a float32 vector, so their accuracy claims (full paths ~1e-7;
+APPROX: series < 4e-6, tanh.approx ~2^-11) are checked on the CPU interpreter and on the GPU alike.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import triton
 import triton.language as tl
 from torch import Tensor
 
-from nalasr_kernels.nala import _sincos_small, _tanh
+from nalasr_kernels.nala import _sincos_angle, _tanh
 
 
 @triton.jit
@@ -20,7 +20,7 @@ def _probe(T, C, S, TH, n, APPROX: tl.constexpr, BLOCK: tl.constexpr):
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     mask = offs < n
     t = tl.load(T + offs, mask=mask, other=0.0)
-    c, s = _sincos_small(t, APPROX)
+    c, s = _sincos_angle(t * 1.2732395447351628, APPROX)  # 4/π
     tl.store(C + offs, c, mask=mask)
     tl.store(S + offs, s, mask=mask)
     tl.store(TH + offs, _tanh(t, APPROX), mask=mask)

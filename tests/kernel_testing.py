@@ -59,11 +59,11 @@ def rel_err(got: torch.Tensor, ref: torch.Tensor) -> float:
 
 
 def _round_tf32(x: np.ndarray) -> np.ndarray:
-    """float32 → the nearest tf32 (10 mantissa bits, ties away from zero, as cvt.rna.tf32.f32); inf/NaN kept."""
+    """float32 → tf32 as the tensor cores take it from a float32 register: the low 13 mantissa bits dropped
+    (truncation; Triton passes tf32 operands unrounded, triton-lang/triton#4574). inf/NaN kept."""
     bits = np.ascontiguousarray(x, dtype=np.float32).view(np.uint32)
     special = (bits & np.uint32(0x7F800000)) == np.uint32(0x7F800000)
-    rounded = (bits + np.uint32(0x1000)) & np.uint32(0xFFFFE000)
-    return np.where(special, bits, rounded).view(np.float32)
+    return np.where(special, bits, bits & np.uint32(0xFFFFE000)).view(np.float32)
 
 
 @contextlib.contextmanager
@@ -71,9 +71,9 @@ def tf32_dots_in_interpreter() -> Iterator[None]:
     """Inside, a tl.dot the kernel asks for in tf32 rounds its float32 operands to tf32 under TRITON_INTERPRET.
 
     The interpreter multiplies in float32 whatever input_precision says, while the GPU's tf32 products keep 10
-    mantissa bits of each operand: a cancellation that tf32 cannot carry (the attention backward at N = 1) passed
-    on CPU and failed on the GPU. With this the CPU parity tests see the GPU's operand rounding (tf32x3 and ieee
-    stay float32, as on the GPU to within float32 accumulation order)."""
+    mantissa bits of each operand (truncated, see _round_tf32): a cancellation that tf32 cannot carry (the
+    attention backward at N = 1) passed on CPU and failed on the GPU. With this the CPU parity tests see the GPU's
+    operand rounding (tf32x3 and ieee stay float32, as on the GPU to within float32 accumulation order)."""
     from triton._C.libtriton import ir
     from triton.runtime import interpreter
 

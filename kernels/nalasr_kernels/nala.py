@@ -138,19 +138,30 @@ def _div(x, y):
 
 
 @triton.jit
-def _sincos_small(t, APPROX: tl.constexpr):
+def _sincos_small(t):
     # cos, sin for |t| ≤ π/4 (+ rounding): Taylor to degree 8 / 9, truncation error < 3e-8. Only FMAs: the
     # MUFU (sin/cos/exp2/log2) pipe has 1/8 of the FMA throughput and is already busy with tanh and pow.
-    # APPROX (16-bit inputs): degree 6 / 7, error < 4e-6 (t⁸/8! at π/4), a hundredth of the inputs' own rounding.
     t2 = t * t
+    c = 1.0 + t2 * (-0.5 + t2 * (0.041666666666666664 + t2 * (-0.001388888888888889 + t2 * 2.48015873015873e-05)))
+    s = t * (1.0 + t2 * (-0.16666666666666666 + t2 * (0.008333333333333333 + t2 * (-0.0001984126984126984
+                                                                                    + t2 * 2.7557319223985893e-06))))
+    return c, s
+
+
+@triton.jit
+def _sincos_angle(uc, APPROX: tl.constexpr):
+    # cos, sin of θ = (π/4)·uc, |uc| ≤ 1. APPROX (16-bit inputs): a degree 6 / 7 series in uc, the powers of π/4
+    # folded into the coefficients (one multiply an element fewer than forming θ), error < 4e-6 (θ⁸/8! at π/4), a
+    # hundredth of the inputs' own rounding. Float32 inputs: _sincos_small(θ), bit for bit the results of before
+    # session 13 (the folded series rounds differently, and the float32 N = 1 gradient test, at the limit of the
+    # tf32x3 products, went from passing to 1.4-1.7× its tolerance on the H200).
     if APPROX:
-        c6 = -0.001388888888888889
-        s7 = -0.0001984126984126984
-    else:  # the same Horner chains, one term longer
-        c6 = -0.001388888888888889 + t2 * 2.48015873015873e-05
-        s7 = -0.0001984126984126984 + t2 * 2.7557319223985893e-06
-    c = 1.0 + t2 * (-0.5 + t2 * (0.041666666666666664 + t2 * c6))
-    s = t * (1.0 + t2 * (-0.16666666666666666 + t2 * (0.008333333333333333 + t2 * s7)))
+        u2 = uc * uc
+        c = 1.0 + u2 * (-0.30842513753404244 + u2 * (0.0158543442438155 + u2 * -0.00032599188692738996))
+        s = uc * (0.7853981633974483 + u2 * (-0.08074551218828077 + u2 * (0.00249039457019272
+                                                                            + u2 * -3.657620418217724e-05)))
+    else:
+        c, s = _sincos_small(uc * 0.7853981633974483)
     return c, s
 
 
@@ -162,7 +173,7 @@ def _sincos_any(t):
     r = t - kq * 1.5703125
     r = r - kq * 4.837512969970703e-04
     r = r - kq * 7.549789954891882e-08
-    c0, s0 = _sincos_small(r, False)  # RoPE runs its products in tf32x3: the full-precision series
+    c0, s0 = _sincos_small(r)  # RoPE runs its products in tf32x3: the full-precision series
     quad = kq.to(tl.int32) & 3
     c = tl.where(quad == 0, c0, tl.where(quad == 1, -s0, tl.where(quad == 2, -c0, s0)))
     s = tl.where(quad == 0, s0, tl.where(quad == 1, c0, tl.where(quad == 2, -s0, -c0)))
@@ -212,6 +223,19 @@ def _reduce_total(acc, GROUPS: tl.constexpr):
 
 
 @triton.jit
+def _tf32(x, ROUND: tl.constexpr):
+    """x truncated to tf32 (its low 13 mantissa bits cleared) when ROUND, else x: what a tf32 tl.dot takes of it,
+    so a sum formed beside the product (z beside S) sees the same operand. Triton hands the tensor cores float32
+    registers unrounded and they ignore those bits (triton-lang/triton#4574); rounding to nearest here instead made
+    NALASR_REDUCE_ZACC 0 and 1 differ by 5e-4 in the fp16 output on the H200, truncating by 1.7e-5 (a few fp16
+    rounding flips; benchmarks/results/h200/session13/call2/s13b.log and call3/s13c.log)."""
+    if ROUND:
+        return (x.to(tl.int32, bitcast=True) & -8192).to(tl.float32, bitcast=True)
+    else:
+        return x
+
+
+@triton.jit
 def _direction(x):
     """x: (BLOCK_N, BD) → Σx², r = (Σx² + 1e-12)^(-1/2) (BLOCK_N,), dir = x·r (BLOCK_N, BD)."""
     ss = tl.sum(x * x, axis=1)
@@ -219,13 +243,15 @@ def _direction(x):
     return ss, r, x * r[:, None]
 
 
+_U_MAX = tl.constexpr(0.9998726760455265)  # Θ / (π/4): θ = (π/4)·u is clamped at ±Θ where |u| passes this
+
+
 @triton.jit
-def _angle(dirn, alpha, APPROX: tl.constexpr):
-    """θ = clamp((π/4)·tanh(α·dir), ±Θ). Returns u = tanh(α·dir), θ_raw = (π/4)·u, θ."""
-    u = _tanh(alpha * dirn, APPROX)
-    th_raw = u * 0.7853981633974483
-    th = tl.minimum(tl.maximum(th_raw, -0.7852981633974483), 0.7852981633974483)  # ±(π/4 − 1e-4)
-    return u, th_raw, th
+def _angle(xa, APPROX: tl.constexpr):
+    """θ = clamp((π/4)·tanh(α·dir), ±Θ) = (π/4)·uc from xa = α·dir. Returns u = tanh(α·dir) and uc = u clamped
+    to ±Θ/(π/4); the clamp passes the gradient where |u| ≤ _U_MAX. (π/4 stays out: _sincos_angle takes uc.)"""
+    u = _tanh(xa, APPROX)
+    return u, tl.minimum(tl.maximum(u, -_U_MAX), _U_MAX)
 
 
 @triton.jit
@@ -276,6 +302,16 @@ def _query_mag(dirn, nrm, lam, tau, APPROX: tl.constexpr):
     l2 = _log2(tl.where(pos, a, 1.0))
     m = tl.where(pos, tl.exp2(p[:, None] * l2), 0.0)
     return tn, p, l2, m
+
+
+@triton.jit
+def _query_mag_fwd(x, r, nrm, lam, tau, APPROX: tl.constexpr):
+    """m_q = |dir|^p as 2^(p·log2|x| + p·log2 r): no dir, no masks; for the forward map of 16-bit inputs when
+    λτ ≥ 1.5 (FASTMAG; float32 inputs keep _query_mag, see _sincos_angle).
+    x = 0 gives log2 0 = −inf and m = 0 (p > 0). A subnormal x may flush to 0 in the approximate log2: then
+    |dir| < 2^-126·10^6 (r ≤ 10^6) and |dir|^p < 2^-159 at p ≥ 1.5, which is 0 in float32 as well."""
+    p = lam * (tau + _tanh(nrm, APPROX))
+    return tl.exp2(p[:, None] * _log2(tl.abs(x)) + (p * _log2(r))[:, None])
 
 
 @triton.jit
@@ -349,13 +385,15 @@ def _fwd_reduce(
     alpha, lam,
     D: tl.constexpr, DV: tl.constexpr, BD: tl.constexpr, BDV: tl.constexpr, BDZ: tl.constexpr,
     LAM_INT: tl.constexpr, ROPE: tl.constexpr, PREC: tl.constexpr, APPROX: tl.constexpr, OFFS64: tl.constexpr,
-    BLOCK_N: tl.constexpr, VEC4: tl.constexpr,
+    BLOCK_N: tl.constexpr, VEC4: tl.constexpr, ZACC: tl.constexpr, ROUNDZ: tl.constexpr,
 ):
     """Partial Σφ̃k vᵀ and Σφk over one chunk of tokens of one (b, h) → PART[b, h, chunk, :].
 
-    Without RoPE (φ̃ = φ) the values get a column of ones at index DV (BDZ wide: BDV, or 2·BDV when DV fills
-    BDV), so one tensor-core product gives S and z together: z = Σφk·1 is that column. The column sums it
-    replaces cost cross-warp reductions through shared memory on every tile."""
+    z (see _reduce_zacc): ZACC sums φk into an elementwise (BLOCK_N, BD) accumulator, reduced over the tokens
+    once after the loop; without RoPE φk is first rounded to tf32 when the product runs in tf32 (ROUNDZ): z must
+    sum the operand S multiplied, or the backward's centring v̄ = Sᵀz/(z·z) is not v at N = 1 (dq, dk off by
+    O(1) there). Otherwise (no RoPE: there S takes φ̃k, z φk) the values get a column of ones at index DV (BDZ
+    wide: BDV, or 2·BDV when DV fills BDV) and z comes out of the S product."""
     pid_h = tl.program_id(0)
     pid_c = tl.program_id(1)
     pid_b = tl.program_id(2)
@@ -375,8 +413,9 @@ def _fwd_reduce(
         freq = tl.load(FREQ + offs_d)
     acc_c = tl.zeros((BD, BDZ), dtype=tl.float32)
     acc_s = tl.zeros((BD, BDZ), dtype=tl.float32)
-    z_c = tl.zeros((BD,), dtype=tl.float32)
-    z_s = tl.zeros((BD,), dtype=tl.float32)
+    if ZACC:
+        za_c = tl.zeros((BLOCK_N, BD), dtype=tl.float32)
+        za_s = tl.zeros((BLOCK_N, BD), dtype=tl.float32)
     start, end = _chunk(pid_c, CHUNK, N)
     x_next = _load_tile(k_base, start, end, sk_n, col_d, sk_d, dmask, BLOCK_N, OFFS64)
     v_next = _load_tile(v_base, start, end, sv_n, col_z, sv_d, zmask, BLOCK_N, OFFS64)
@@ -387,16 +426,24 @@ def _fwd_reduce(
         vv = v_next.to(tl.float32)
         x_next = _load_tile(k_base, n0 + BLOCK_N, end, sk_n, col_d, sk_d, dmask, BLOCK_N, OFFS64)
         v_next = _load_tile(v_base, n0 + BLOCK_N, end, sv_n, col_z, sv_d, zmask, BLOCK_N, OFFS64)
-        ss, r, dirn = _direction(x)
-        u, th_raw, th = _angle(dirn, alpha, APPROX)
+        r = tl.rsqrt(tl.sum(x * x, axis=1) + 1e-12)
+        if APPROX:  # α·dir without dir, which nothing else here needs
+            u, uc = _angle(x * (alpha * r)[:, None], APPROX)
+        else:  # float32 inputs: as before session 13 (see _sincos_angle)
+            u, uc = _angle(alpha * (x * r[:, None]), APPROX)
         m = _key_mag(x, lam, LAM_INT)
-        c, s = _sincos_small(th, APPROX)
-        if ROPE:  # S takes the rotated φ̃k, z the plain φk (RoPE acts on the numerator only)
-            z_c += tl.sum(m * c, axis=0)
-            z_s += tl.sum(m * s, axis=0)
-            c, s = _sincos_any(th + _rope_angle(offs_n, W, freq, offs_d, D // 2))
+        c, s = _sincos_angle(uc, APPROX)
+        fc = _tf32(m * c, ROUNDZ)
+        fs = _tf32(m * s, ROUNDZ)
+        if ZACC:
+            za_c += fc
+            za_s += fs
         else:
             vv = tl.where(offs_z[None, :] == DV, 1.0, vv)
+        if ROPE:  # S takes the rotated φ̃k, z the plain φk (RoPE acts on the numerator only)
+            c, s = _sincos_any(uc * 0.7853981633974483 + _rope_angle(offs_n, W, freq, offs_d, D // 2))
+            fc = m * c
+            fs = m * s
         # Measured alternative (session 9, benchmarks/device_session9b.sh at ec22391): Sᵀ += vᵀ·φ with v loaded
         # transposed, so φ is not transposed for the product: 129.8 against 112.7 µs at 518K, the same 4.1 M
         # bank-conflicted shared-memory store wavefronts (they are not this transpose's) and 20% more loads.
@@ -409,9 +456,12 @@ def _fwd_reduce(
         # Triton emits a Hopper wgmma reading v straight from shared memory: 144.5 against 101.1 µs, although the
         # offline compile had 32 instead of 80 shared loads per warp and tile (96 registers instead of 72; and the
         # fp32 N = 1 parity case's dk error rose to 0.012; benchmarks/results/h200/session12/stack/).
-        acc_c = tl.dot(tl.trans(m * c), vv, acc_c, input_precision=PREC)
-        acc_s = tl.dot(tl.trans(m * s), vv, acc_s, input_precision=PREC)
-    if not ROPE:
+        acc_c = tl.dot(tl.trans(fc), vv, acc_c, input_precision=PREC)
+        acc_s = tl.dot(tl.trans(fs), vv, acc_s, input_precision=PREC)
+    if ZACC:
+        z_c = tl.sum(za_c, axis=0)
+        z_s = tl.sum(za_s, axis=0)
+    else:
         z_c = _column(acc_c, offs_z, DV)
         z_s = _column(acc_s, offs_z, DV)
         acc_c = tl.where(zmask[None, :], acc_c, 0.0)
@@ -476,7 +526,8 @@ def _fwd_map(
     sq_b, sq_n, sq_h, sq_d, so_b, so_n, so_h, so_d,
     alpha, lam, tau, eps,
     D: tl.constexpr, DV: tl.constexpr, BD: tl.constexpr, BDV: tl.constexpr,
-    ROPE: tl.constexpr, PREC: tl.constexpr, APPROX: tl.constexpr, OFFS64: tl.constexpr, BLOCK_N: tl.constexpr,
+    ROPE: tl.constexpr, PREC: tl.constexpr, APPROX: tl.constexpr, OFFS64: tl.constexpr, FASTMAG: tl.constexpr,
+    BLOCK_N: tl.constexpr,
 ):
     """o = φ̃qᵀS / (φqᵀz + ε) for one chunk of queries of one (b, h); S, z stay in registers for the chunk."""
     pid_h = tl.program_id(0)
@@ -497,13 +548,19 @@ def _fwd_map(
         offs_n, nmask, rows = _token_rows(n0, end, BLOCK_N, OFFS64)
         x = x_next.to(tl.float32)
         x_next = _load_tile(q_base, n0 + BLOCK_N, end, sq_n, offs_d, sq_d, dmask, BLOCK_N, OFFS64)
-        ss, r, dirn = _direction(x)
-        tn, p, l2, m = _query_mag(dirn, ss * r, lam, tau, APPROX)
-        u, th_raw, th = _angle(dirn, alpha, APPROX)
-        c, s = _sincos_small(th, APPROX)
+        ss = tl.sum(x * x, axis=1)
+        r = tl.rsqrt(ss + 1e-12)
+        if FASTMAG:  # 4 operations an element fewer (see _query_mag_fwd)
+            m = _query_mag_fwd(x, r, ss * r, lam, tau, APPROX)
+            u, uc = _angle(x * (alpha * r)[:, None], APPROX)
+        else:
+            dirn = x * r[:, None]
+            tn, p, l2, m = _query_mag(dirn, ss * r, lam, tau, APPROX)
+            u, uc = _angle(alpha * dirn, APPROX)
+        c, s = _sincos_angle(uc, APPROX)
         den = tl.sum(m * (c * z_c[None, :] + s * z_s[None, :]), axis=1) + eps
         if ROPE:
-            c2, s2 = _sincos_any(th + _rope_angle(offs_n, W, freq, offs_d, D // 2))
+            c2, s2 = _sincos_any(uc * 0.7853981633974483 + _rope_angle(offs_n, W, freq, offs_d, D // 2))
         else:
             c2 = c
             s2 = s
@@ -565,13 +622,13 @@ def _bwd_query(
         ss, r, dirn = _direction(x)
         nrm = ss * r
         tn, p, l2, m = _query_mag(dirn, nrm, lam, tau, APPROX)
-        u, th_raw, th = _angle(dirn, alpha, APPROX)
-        c, s = _sincos_small(th, APPROX)
+        u, uc = _angle(alpha * dirn, APPROX)
+        c, s = _sincos_angle(uc, APPROX)
         phi_c = m * c
         phi_s = m * s
         den = tl.sum(phi_c * z_c[None, :] + phi_s * z_s[None, :], axis=1) + eps
         if ROPE:
-            c2, s2 = _sincos_any(th + _rope_angle(offs_n, W, freq, offs_d, D // 2))
+            c2, s2 = _sincos_any(uc * 0.7853981633974483 + _rope_angle(offs_n, W, freq, offs_d, D // 2))
             phi_c2 = m * c2
             phi_s2 = m * s2
         else:
@@ -601,7 +658,7 @@ def _bwd_query(
         gs = dden[:, None] * z_s[None, :]
         dm, dth = _feature_grad_angle(m, c, s, c2, s2, gc, gs, gc2, gs2, ROPE)
         # ---- θ = clamp((π/4)·tanh(α·dir)) and m = |dir|^p → ∂L/∂dir, ∂L/∂p
-        dth = tl.where(tl.abs(th_raw) <= 0.7852981633974483, dth, 0.0)
+        dth = tl.where(tl.abs(u) <= _U_MAX, dth, 0.0)
         ddir = dth * (0.7853981633974483 * alpha) * (1.0 - u * u)
         pos = tl.abs(dirn) >= _FLT_MIN  # as in _query_mag: m = 0 below
         ddir += tl.where(pos, _div(dm * p[:, None] * m, tl.where(pos, dirn, 1.0)), 0.0)
@@ -663,11 +720,11 @@ def _bwd_key(
         x_next = _load_tile(k_base, n0 + BLOCK_N, end, sk_n, offs_d, sk_d, dmask, BLOCK_N, OFFS64)
         v_next = _load_tile(v_base, n0 + BLOCK_N, end, sv_n, offs_e, sv_d, emask, BLOCK_N, OFFS64)
         ss, r, dirn = _direction(x)
-        u, th_raw, th = _angle(dirn, alpha, APPROX)
+        u, uc = _angle(alpha * dirn, APPROX)
         m = _key_mag(x, lam, LAM_INT)
-        c, s = _sincos_small(th, APPROX)
+        c, s = _sincos_angle(uc, APPROX)
         if ROPE:
-            c2, s2 = _sincos_any(th + _rope_angle(offs_n, W, freq, offs_d, D // 2))
+            c2, s2 = _sincos_any(uc * 0.7853981633974483 + _rope_angle(offs_n, W, freq, offs_d, D // 2))
         else:
             c2 = c
             s2 = s
@@ -679,7 +736,7 @@ def _bwd_key(
         gc2 = tl.dot(vv, ds_cT, input_precision=PREC_G)          # (BLOCK_N, BD)
         gs2 = tl.dot(vv, ds_sT, input_precision=PREC_G)
         dm, dth = _feature_grad_angle(m, c, s, c2, s2, gc, gs, gc2, gs2, ROPE)
-        dth = tl.where(tl.abs(th_raw) <= 0.7852981633974483, dth, 0.0)
+        dth = tl.where(tl.abs(u) <= _U_MAX, dth, 0.0)
         ddir = dth * (0.7853981633974483 * alpha) * (1.0 - u * u)
         proj = tl.sum(ddir * dirn, axis=1)
         dx = r[:, None] * (ddir - dirn * proj[:, None]) + dm * _key_mag_grad(x, lam, LAM_INT)
@@ -700,6 +757,19 @@ _FWD_CONFIGS = [
     triton.Config({"BLOCK_N": 128}, num_warps=4, num_stages=3),  # more loads in flight per program
     triton.Config({"BLOCK_N": 128}, num_warps=4, num_stages=1),  # the manual prefetch alone
     triton.Config({"BLOCK_N": 256}, num_warps=8, num_stages=1),
+]
+# _fwd_reduce: one warp a program. Its S product has 16 rows (the φ halves), so a 2-D tl.dot splits only the
+# columns across warps and every warp of a program reads the whole φ operand from shared memory: 4 warps read it 4
+# times. With one warp (and 4 times the programs, see _PROGRAMS_PER_SM) the shared-memory traffic per token is
+# about half (offline sm_90: 96 instead of 224 wavefronts per 32 tokens with ZACC). On the H200 at 518K:
+# 70.9 µs against 103.8 for the 4-warp pick (benchmarks/results/h200/session13/call1/sweep_r*.json). It takes 128
+# registers (16 warps an SM); capped at 96 it spills and took 109.4 µs (call3/sweep_r.json). The multi-warp
+# configs stay for wide heads (BD = 64: 32 tokens are 64 elements a thread on one warp).
+_REDUCE_CONFIGS = [
+    triton.Config({"BLOCK_N": 32}, num_warps=1, num_stages=2),
+    triton.Config({"BLOCK_N": 16}, num_warps=1, num_stages=2),
+    triton.Config({"BLOCK_N": 32}, num_warps=2, num_stages=2),
+    triton.Config({"BLOCK_N": 64}, num_warps=4, num_stages=2),
 ]
 _BWD_CONFIGS = [  # ~30 live (BLOCK_N, BD) float32 tiles in the backward: fewer tokens per thread
     triton.Config({"BLOCK_N": 32}, num_warps=4, num_stages=2),
@@ -750,7 +820,7 @@ def _tuned(kernel, configs, limit: int):
                            **_autotune_kwargs())(kernel)
 
 
-_fwd_reduce_tuned = _tuned(_fwd_reduce, _FWD_CONFIGS, 16)
+_fwd_reduce_tuned = _tuned(_fwd_reduce, _REDUCE_CONFIGS, 16)
 _fwd_map_tuned = _tuned(_fwd_map, _FWD_CONFIGS, 16)
 _bwd_query_tuned = _tuned(_bwd_query, _BWD_CONFIGS, 8)
 _bwd_key_tuned = _tuned(_bwd_key, _BWD_CONFIGS, 8)
@@ -761,9 +831,11 @@ _bwd_key_tuned = _tuned(_bwd_key, _BWD_CONFIGS, 8)
 # and take their own, finer chunks: 3 of _fwd_map's 8-warp programs fit an SM (76 registers), so at 8 per SM its
 # 1,016 programs ran in 2.57 waves, the last 57% full (ncu, session 12). At 518K on the H200, _fwd_map 72.8 →
 # 64.3 µs with 24 (63.3 with 48), the forward 0.183 → 0.175 ms (benchmarks/results/h200/session12/diag_map*.json).
-# env: for benchmarks/kernel_diag_gpu.py and the sweeps of benchmarks/device_session12c.sh
-_PROGRAMS_PER_SM = int(os.environ.get("NALASR_PROGRAMS_PER_SM", "8"))
-_MAP_PROGRAMS_PER_SM = int(os.environ.get("NALASR_MAP_PROGRAMS_PER_SM", "24"))
+# _fwd_reduce's one-warp programs (see _REDUCE_CONFIGS) take 32 per SM: 32 warps, as 8 four-warp programs did.
+# NALASR_PROGRAMS_PER_SM_<PASS> (FWD_REDUCE, FWD_MAP, BWD_QUERY, BWD_KEY) sets one, for the sweeps of
+# benchmarks/config_sweep_gpu.py and kernel_diag_gpu.py.
+_PROGRAMS_PER_SM = {name: int(os.environ.get(f"NALASR_PROGRAMS_PER_SM_{name.upper()}", default))
+                    for name, default in (("fwd_reduce", 32), ("fwd_map", 24), ("bwd_query", 8), ("bwd_key", 24))}
 
 
 # ================================================================================================ host side
@@ -870,6 +942,24 @@ def _reduce_split() -> bool:
     return _forced("NALASR_REDUCE_SPLIT", ("0", "1")) != "0"
 
 
+def _reduce_zacc() -> bool:
+    """Whether _fwd_reduce sums z in an elementwise accumulator (default) instead of taking it from a column of
+    ones beside the values in the S product (NALASR_REDUCE_ZACC=0). The column doubles the product's width when Dv
+    fills its tile (16 → 32 columns: twice the value operand staged through shared memory); on the H200 at 518K
+    with one-warp programs 70.9 against 81.9 µs (benchmarks/results/h200/session13/call1/sweep_r1.json). For tf32
+    products only (with RoPE z never comes out of the S product): a tf32x3 product splits each float32 operand in
+    two halves, and only the column sums z from exactly what S multiplied."""
+    return _forced("NALASR_REDUCE_ZACC", ("0", "1")) != "0"
+
+
+def _centred(rope: bool, prec_g: str) -> bool:
+    """Whether the backward centres the values (see "Conditioning of the backward"): tf32 products without RoPE.
+    Centring float32 inputs too (tf32x3) took the N = 1 float32 case from 1.56 to 1.44 times its dq/dk tolerance
+    on the H200 but not under it, and changes every float32 gradient's rounding: not done
+    (benchmarks/centre_errors.py, benchmarks/results/h200/session13/call4/s13d.log)."""
+    return not rope and prec_g == "tf32"
+
+
 def _lam_int(lam: float) -> int:
     return int(lam) if lam in (1.0, 2.0, 3.0, 4.0) else 0
 
@@ -905,11 +995,15 @@ class _NullCtx:
 
 
 def _combine_launch(part: Tensor, out: Tensor, bh: int, n_chunks: int, scale: float, state: int) -> None:
-    # Narrow column blocks and up to 256 chunks a load: at 518K tokens (4 heads, 254 chunks, 544 floats a state)
-    # 68 programs each load their whole (254, 32) slice at once. 128-column blocks and 32 chunks a load (20
-    # programs, 8 dependent loads each) took 11.1 µs on the H200 for these 2.2 MB; this takes 7.1 (session 12).
-    block = 32
-    cb = min(256, _pow2(n_chunks))
+    # Narrow column blocks, many chunks a load: at 518K tokens with 4-warp reduce programs (4 heads, 254 chunks,
+    # 544 floats a state) 68 programs each loading their whole (254, 32) slice at once took 7.1 µs on the H200
+    # (128-column blocks, 32 chunks a load: 11.1). One-warp reduce programs leave 4 times the chunks (1,013 at
+    # 518K): 68 such programs took 23 µs (session 13), so the blocks narrow (to 8 columns, one 32-byte sector of
+    # a chunk's row) until there are 2 programs an SM, each loading up to 8,192 partial sums at once.
+    sms = _sm_count(part.device.index if part.device.index is not None else torch.cuda.current_device()) \
+        if part.is_cuda else 2
+    block = next((b for b in (32, 16) if bh * triton.cdiv(state, b) >= 2 * sms), 8)
+    cb = min(_pow2(n_chunks), 8192 // block)
     _combine[(bh, triton.cdiv(state, block))](part, out, n_chunks, scale, STATE=state, BLOCK=block, CB=cb,
                                                 num_warps=4)
 
@@ -926,20 +1020,23 @@ def nala_forward(q: Tensor, k: Tensor, v: Tensor, lam: float, tau: float, alpha:
     prec, approx = _precision(q, k, v), _approx_math(q, k, v, rope=rope)
     freq = _rope_freq(d, bd, float(rope_base), dev) if rope else state
     bucket = _pow2(b * n * h)
+    zacc = rope or (_reduce_zacc() and prec == "tf32")
     with _device_guard(q):
-        chunk, n_chunks = _plan(n, b * h, dev, _PROGRAMS_PER_SM)
+        chunk, n_chunks = _plan(n, b * h, dev, _PROGRAMS_PER_SM["fwd_reduce"])
         part = _empty((b * h * n_chunks * state_n,), torch.float32, dev)
         _launch(_fwd_reduce_tuned, _fwd_reduce, (h, n_chunks, b),
                 k, v, freq, part, n, max(rope_w, 1), h, chunk, n_chunks, bucket,
                 *k.stride(), *v.stride(), float(alpha), float(lam),
-                D=d, DV=dv, BD=bd, BDV=bdv, BDZ=bdv if rope or dv < bdv else 2 * bdv, LAM_INT=_lam_int(lam),
-                ROPE=rope, PREC=prec, APPROX=approx, OFFS64=_offs64(n, k, v), VEC4=_reduce_vec4())
+                D=d, DV=dv, BD=bd, BDV=bdv, BDZ=bdv if zacc or dv < bdv else 2 * bdv, LAM_INT=_lam_int(lam),
+                ROPE=rope, PREC=prec, APPROX=approx, OFFS64=_offs64(n, k, v), VEC4=_reduce_vec4(), ZACC=zacc,
+                ROUNDZ=zacc and not rope)
         _combine_launch(part, state, b * h, n_chunks, 1.0 / n, state_n)
-        chunk, n_chunks = _plan(n, b * h, dev, _MAP_PROGRAMS_PER_SM)
+        chunk, n_chunks = _plan(n, b * h, dev, _PROGRAMS_PER_SM["fwd_map"])
         _launch(_fwd_map_tuned, _fwd_map, (h, n_chunks, b),
                 q, state, freq, o, n, max(rope_w, 1), h, chunk, bucket,
                 *q.stride(), *o.stride(), float(alpha), float(lam), float(tau), float(eps),
-                D=d, DV=dv, BD=bd, BDV=bdv, ROPE=rope, PREC=prec, APPROX=approx, OFFS64=_offs64(n, q, o))
+                D=d, DV=dv, BD=bd, BDV=bdv, ROPE=rope, PREC=prec, APPROX=approx, OFFS64=_offs64(n, q, o),
+                FASTMAG=approx and lam * tau >= 1.5)
     return o, state
 
 
@@ -955,12 +1052,12 @@ def nala_backward(do: Tensor, q: Tensor, k: Tensor, v: Tensor, state: Tensor, la
     dvv = _empty(v.shape, v.dtype, dev)
     dstate = _empty((b, h, state_n), torch.float32, dev)
     prec, prec_g = _precision(q, k, v), _precision(q, k, v, grad=rope)
-    centre = not rope and prec_g == "tf32"  # see "Conditioning of the backward" above
+    centre = _centred(rope, prec_g)
     approx = _approx_math(q, k, v, rope=rope)
     freq = _rope_freq(d, bd, float(rope_base), dev) if rope else state
     bucket = _pow2(b * n * h)
     with _device_guard(q):
-        chunk, n_chunks = _plan(n, b * h, dev, _PROGRAMS_PER_SM)
+        chunk, n_chunks = _plan(n, b * h, dev, _PROGRAMS_PER_SM["bwd_query"])
         part = _empty((b * h * n_chunks * state_n,), torch.float32, dev)
         _launch(_bwd_query_tuned, _bwd_query, (h, n_chunks, b),
                 q, do, state, freq, dq, part, n, max(rope_w, 1), h, chunk, n_chunks, bucket,
@@ -968,7 +1065,7 @@ def nala_backward(do: Tensor, q: Tensor, k: Tensor, v: Tensor, state: Tensor, la
                 D=d, DV=dv, BD=bd, BDV=bdv, ROPE=rope, PREC_G=prec_g, CENTRE=centre, APPROX=approx,
                 OFFS64=_offs64(n, q, do, dq), SPLIT=int(_reduce_split()))
         _combine_launch(part, dstate, b * h, n_chunks, 1.0 / n, state_n)
-        chunk, n_chunks = _plan(n, b * h, dev, _MAP_PROGRAMS_PER_SM)
+        chunk, n_chunks = _plan(n, b * h, dev, _PROGRAMS_PER_SM["bwd_key"])
         _launch(_bwd_key_tuned, _bwd_key, (h, n_chunks, b),
                 k, v, state, dstate, freq, dk, dvv, n, max(rope_w, 1), h, chunk, bucket,
                 *k.stride(), *v.stride(), *dk.stride(), *dvv.stride(), float(alpha), float(lam),
