@@ -129,6 +129,7 @@ def main() -> None:
             r["graph_ms"] = graph_ms(run)
             r["kernels_us"] = kernel_us(run)
             r["pass_us"] = sum(us for name, us in r["kernels_us"].items() if name.startswith(own))
+            # None when the variant was compiled before the sweep (by the default run that sets up the state)
             r["n_regs"], r["n_spills"] = regs.get((text, value), (None, None))
             print(f"{a.pas} {text:12s} ppsm {ppsm:>3s} {r['env']:18s} | pass {r['pass_us']:7.1f} µs | "
                   f"{'fwd' if run is fwd else 'bwd'} graph {r['graph_ms'] * 1e3:7.1f} µs | regs {r['n_regs']} "
