@@ -1,7 +1,7 @@
 """Launch configs of one attention pass at one size: which tile, warps, stages and programs per SM suit it.
 
     PYTHONPATH=.:kernels python benchmarks/config_sweep_gpu.py --json OUT.json --pass fwd_reduce \
-        --configs 128x4x2,32x1x2 --ppsm 8,32 [--env NALASR_REDUCE_Z=0,2] [--tokens 518400]
+        --configs 128x4x2,32x1x2 --ppsm 8,32 [--env NALASR_REDUCE_ZACC=0,1] [--tokens 518400]
 
 A config is BLOCK_NxWARPSxSTAGES[xMAXNREG]. For every config × programs per SM × value of the --env switch, the
 pass's autotuner is replaced by that one config (the other passes keep theirs and their programs per SM), the

@@ -3,6 +3,7 @@
 # The reduce passes' tl.dot operand (16 rows of φ) is read from shared memory by every warp of a program: fewer
 # warps per program (and more programs per SM) read it fewer times. _fwd_reduce also by how z is formed
 # (NALASR_REDUCE_Z: 0 ones column, 2 elementwise accumulator). Then the kernel tests with z from the accumulator.
+# (The record of that call: the variable became NALASR_REDUCE_ZACC=0|1 afterwards, 1 for the accumulator.)
 . benchmarks/device_lib.sh s13
 sweep() { local name=$1; shift; timeout 150 python3 benchmarks/config_sweep_gpu.py --json $OUT/sweep_$name.json "$@" >> $LOG 2>&1; say "sweep $name rc=$?"; }
 Z=--env=NALASR_REDUCE_Z=0,2
