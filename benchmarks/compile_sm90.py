@@ -193,7 +193,7 @@ def main() -> None:
     os.environ.pop("TRITON_INTERPRET", None)
     params = {p.name for p in KERNELS[a.kernel][0].params}
     switches = {k: v for k, v in (("VEC4", bool(a.vec4)), ("SPLIT", a.split), ("ZACC", a.zacc),
-                                  ("ROUNDZ", bool(a.zacc)), ("BDZ", 16 if a.zacc else 32)) if k in params}
+                                  ("BDZ", 16 if a.zacc else 32)) if k in params}
     ck = compile_kernel(a.kernel, switches, block_n, warps, stages, maxnreg)
     sass = sass_of(ck.asm["cubin"])
     if a.out:
@@ -202,7 +202,7 @@ def main() -> None:
             (a.out / f"{name}.{kind}").write_text(text)
     loop = main_loop(sass)
     counts = collections.Counter(m for line in loop for m in re.findall(SASS_OPS, line))
-    variant = "".join(f", {k}={int(v)}" for k, v in switches.items() if k not in ("ROUNDZ", "BDZ"))
+    variant = "".join(f", {k}={int(v)}" for k, v in switches.items() if k != "BDZ")
     print(f"{name} sm_90{variant}, BLOCK_N {block_n}, {warps} warps, {stages} stages"
           f"{f', maxnreg {maxnreg}' if maxnreg else ''}, Triton {triton.__version__}: {ck.metadata.shared} B shared")
     instructions = sum(bool(re.search(r"\*/\s+\S.*;", line)) for line in loop)

@@ -27,7 +27,7 @@ from typing import Any
 import torch
 import triton
 
-from kernel_diag_gpu import _inputs, graph_ms  # noqa: E402  (benchmarks/ is the script's directory)
+from kernel_diag_gpu import _inputs, cuda_times, graph_ms  # noqa: E402  (benchmarks/ is the script's directory)
 from nalasr_kernels import nala
 
 PASSES = ("fwd_reduce", "fwd_map", "bwd_query", "bwd_key", "combine")
@@ -41,18 +41,11 @@ def parse_config(text: str) -> triton.Config:
 
 
 def kernel_us(fn, reps: int = 20) -> dict[str, float]:
-    """µs per call of each kernel fn launches, from torch.profiler over reps calls."""
-    from torch.profiler import ProfilerActivity, profile
-
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        for _ in range(reps):
-            fn()
-        torch.cuda.synchronize()
+    """µs per call of fn spent in each of the attention's kernels (the names starting with "_")."""
     out: dict[str, float] = {}
-    for e in prof.key_averages():
-        us = getattr(e, "device_time_total", None) or getattr(e, "cuda_time_total", 0)
-        if us and e.key.startswith("_"):
-            out[e.key] = out.get(e.key, 0.0) + us / reps
+    for key, us, _ in cuda_times(fn, reps):
+        if key.startswith("_"):
+            out[key] = out.get(key, 0.0) + us / reps
     return out
 
 

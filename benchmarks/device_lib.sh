@@ -23,6 +23,12 @@ diag_ab() {
       --ppsm ${PPSM:-8} --parts attention,profile,registers >> $LOG 2>&1; say "diag $var=$a rc=$?"
   done
 }
+# sweep NAME ARGS...: benchmarks/config_sweep_gpu.py ARGS → $OUT/sweep_NAME.json (150 s at most).
+sweep() {
+  local name=$1
+  shift
+  timeout 150 python3 benchmarks/config_sweep_gpu.py --json $OUT/sweep_$name.json "$@" >> $LOG 2>&1; say "sweep $name rc=$?"
+}
 # ncu_attention SECONDS KERNEL_REGEX FILE NCU_OPTION...: Nsight Compute over benchmarks/ncu_attention.py → $OUT/FILE.
 ncu_attention() {
   local t=$1 k=$2 f=$3 ncu

@@ -5,7 +5,6 @@
 # (NALASR_REDUCE_Z: 0 ones column, 2 elementwise accumulator). Then the kernel tests with z from the accumulator.
 # (The record of that call: the variable became NALASR_REDUCE_ZACC=0|1 afterwards, 1 for the accumulator.)
 . benchmarks/device_lib.sh s13
-sweep() { local name=$1; shift; timeout 150 python3 benchmarks/config_sweep_gpu.py --json $OUT/sweep_$name.json "$@" >> $LOG 2>&1; say "sweep $name rc=$?"; }
 Z=--env=NALASR_REDUCE_Z=0,2
 sweep r4 --pass fwd_reduce --configs 128x4x2,64x4x2 --ppsm 8 $Z
 sweep r2 --pass fwd_reduce --configs 64x2x2,32x2x2 --ppsm 16 $Z

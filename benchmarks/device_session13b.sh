@@ -5,7 +5,6 @@
 # 2^(p·log2|x| + p·log2 r) (FASTMAG). Timings first (the combine alone, the passes, the attention at 518K), then
 # the kernel tests, the 518K parity and the ZACC off/on errors.
 . benchmarks/device_lib.sh s13b
-sweep() { local name=$1; shift; timeout 150 python3 benchmarks/config_sweep_gpu.py --json $OUT/sweep_$name.json "$@" >> $LOG 2>&1; say "sweep $name rc=$?"; }
 sweep c --pass combine --configs 32x256x4,32x1024x4,16x512x4,8x1024x4,8x1024x8,16x1024x8,4x2048x4 --chunks 254,1013,2026
 sweep c128 --pass combine --configs 32x256x4,32x16x4,8x16x4 --chunks 16 --bh 128
 sweep r --pass fwd_reduce --configs 32x1x2,16x1x2,32x2x2,64x4x2 --ppsm 32 --env NALASR_REDUCE_ZACC=0,1

@@ -121,24 +121,35 @@ def attention_rows(mods: dict, sizes: list[int], ppsm: list[int], layout: str = 
     return rows
 
 
-def kernel_profile(mod, n: int, layout: str = "qkvg") -> list[dict]:
-    q, k, v, do = _inputs(n, layout)
-    hp = (3.0, 0.5, 1.0, 1e-6, 0, 0, 100.0)
-    for _ in range(3):
-        _, st = mod.nala_forward(q, k, v, *hp)
-        mod.nala_backward(do, q, k, v, st, *hp)
-    torch.cuda.synchronize()
+def cuda_times(fn, reps: int) -> list[tuple[str, float, int]]:
+    """(kernel, total CUDA µs, launches) of every kernel over reps calls of fn, from torch.profiler."""
     from torch.profiler import ProfilerActivity, profile
+
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        for _ in range(10):
-            _, st = mod.nala_forward(q, k, v, *hp)
-            mod.nala_backward(do, q, k, v, st, *hp)
+        for _ in range(reps):
+            fn()
         torch.cuda.synchronize()
     out = []
     for e in prof.key_averages():
         us = getattr(e, "device_time_total", None) or getattr(e, "cuda_time_total", 0)
         if us:
-            out.append({"kernel": e.key[:60], "us_per_call": us / max(e.count, 1), "count": e.count})
+            out.append((e.key, us, e.count))
+    return out
+
+
+def kernel_profile(mod, n: int, layout: str = "qkvg") -> list[dict]:
+    q, k, v, do = _inputs(n, layout)
+    hp = (3.0, 0.5, 1.0, 1e-6, 0, 0, 100.0)
+
+    def step():
+        _, st = mod.nala_forward(q, k, v, *hp)
+        mod.nala_backward(do, q, k, v, st, *hp)
+
+    for _ in range(3):
+        step()
+    torch.cuda.synchronize()
+    out = [{"kernel": key[:60], "us_per_call": us / max(count, 1), "count": count}
+           for key, us, count in cuda_times(step, 10)]
     out.sort(key=lambda r: -r["us_per_call"])
     for r in out:
         print(f"  {r['kernel']:60s} {r['us_per_call']:9.1f} µs × {r['count']}")

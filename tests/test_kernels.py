@@ -369,7 +369,8 @@ def test_extras_cuda():
 
 @pytest.mark.parametrize("name", ["VEC4", "SPLIT", "ZACC"])
 def test_reduce_switches(monkeypatch, name):
-    """NALASR_REDUCE_VEC4 / _SPLIT / _ZACC are on unless set to 0; any other value is refused with the variable's name."""
+    """NALASR_REDUCE_VEC4 / _SPLIT / _ZACC are on unless set to 0; any other value is refused with the variable's
+    name."""
     if not _have_triton():
         pytest.skip("triton is not installed")
     sys.path.insert(0, str(ROOT / "kernels"))

@@ -223,16 +223,13 @@ def _reduce_total(acc, GROUPS: tl.constexpr):
 
 
 @triton.jit
-def _tf32(x, ROUND: tl.constexpr):
-    """x truncated to tf32 (its low 13 mantissa bits cleared) when ROUND, else x: what a tf32 tl.dot takes of it,
+def _tf32(x):
+    """x truncated to tf32 (its low 13 mantissa bits cleared): what a tf32 tl.dot takes of it,
     so a sum formed beside the product (z beside S) sees the same operand. Triton hands the tensor cores float32
     registers unrounded and they ignore those bits (triton-lang/triton#4574); rounding to nearest here instead made
     NALASR_REDUCE_ZACC 0 and 1 differ by 5e-4 in the fp16 output on the H200, truncating by 1.7e-5 (a few fp16
     rounding flips; benchmarks/results/h200/session13/call2/s13b.log and call3/s13c.log)."""
-    if ROUND:
-        return (x.to(tl.int32, bitcast=True) & -8192).to(tl.float32, bitcast=True)
-    else:
-        return x
+    return (x.to(tl.int32, bitcast=True) & -8192).to(tl.float32, bitcast=True)
 
 
 @triton.jit
@@ -385,15 +382,15 @@ def _fwd_reduce(
     alpha, lam,
     D: tl.constexpr, DV: tl.constexpr, BD: tl.constexpr, BDV: tl.constexpr, BDZ: tl.constexpr,
     LAM_INT: tl.constexpr, ROPE: tl.constexpr, PREC: tl.constexpr, APPROX: tl.constexpr, OFFS64: tl.constexpr,
-    BLOCK_N: tl.constexpr, VEC4: tl.constexpr, ZACC: tl.constexpr, ROUNDZ: tl.constexpr,
+    BLOCK_N: tl.constexpr, VEC4: tl.constexpr, ZACC: tl.constexpr,
 ):
     """Partial Σφ̃k vᵀ and Σφk over one chunk of tokens of one (b, h) → PART[b, h, chunk, :].
 
     z (see _reduce_zacc): ZACC sums φk into an elementwise (BLOCK_N, BD) accumulator, reduced over the tokens
-    once after the loop; without RoPE φk is first rounded to tf32 when the product runs in tf32 (ROUNDZ): z must
-    sum the operand S multiplied, or the backward's centring v̄ = Sᵀz/(z·z) is not v at N = 1 (dq, dk off by
-    O(1) there). Otherwise (no RoPE: there S takes φ̃k, z φk) the values get a column of ones at index DV (BDZ
-    wide: BDV, or 2·BDV when DV fills BDV) and z comes out of the S product."""
+    once after the loop; without RoPE (where ZACC means tf32 products) φk is first truncated to tf32 as the tensor
+    cores take it: z must sum the operand S multiplied, or the backward's centring v̄ = Sᵀz/(z·z) is not v at
+    N = 1 (dq, dk off by O(1) there). Otherwise (no RoPE: there S takes φ̃k, z φk) the values get a column of
+    ones at index DV (BDZ wide: BDV, or 2·BDV when DV fills BDV) and z comes out of the S product."""
     pid_h = tl.program_id(0)
     pid_c = tl.program_id(1)
     pid_b = tl.program_id(2)
@@ -433,8 +430,11 @@ def _fwd_reduce(
             u, uc = _angle(alpha * (x * r[:, None]), APPROX)
         m = _key_mag(x, lam, LAM_INT)
         c, s = _sincos_angle(uc, APPROX)
-        fc = _tf32(m * c, ROUNDZ)
-        fs = _tf32(m * s, ROUNDZ)
+        fc = m * c
+        fs = m * s
+        if ZACC and not ROPE:
+            fc = _tf32(fc)
+            fs = _tf32(fs)
         if ZACC:
             za_c += fc
             za_s += fs
@@ -850,6 +850,13 @@ def _sm_count(device_index: int) -> int:
     return torch.cuda.get_device_properties(device_index).multi_processor_count
 
 
+def _sms(device: torch.device) -> int:
+    """Streaming multiprocessors of a CUDA device; 2 elsewhere (the interpreter's plans)."""
+    if device.type != "cuda":
+        return 2
+    return _sm_count(device.index if device.index is not None else torch.cuda.current_device())
+
+
 def _plan(n: int, bh: int, device: torch.device, per_sm: int) -> tuple[int, int]:
     """(tokens per program, number of chunks) for a pass over n tokens of bh (batch, head) pairs, aiming at
     ``per_sm`` programs per SM."""
@@ -857,9 +864,7 @@ def _plan(n: int, bh: int, device: torch.device, per_sm: int) -> tuple[int, int]
         chunk = int(_CONFIG["CHUNK"])
         assert chunk % int(_CONFIG["BLOCK_N"]) == 0, "CHUNK must be a multiple of BLOCK_N"
     else:
-        sms = _sm_count(device.index if device.index is not None else torch.cuda.current_device()) \
-            if device.type == "cuda" else 2
-        target = max(1, -(-sms * per_sm // bh))  # chunks per (b, h)
+        target = max(1, -(-_sms(device) * per_sm // bh))  # chunks per (b, h)
         chunk = -(-n // target)
         chunk = max(_MAX_BLOCK_N, -(-chunk // _MAX_BLOCK_N) * _MAX_BLOCK_N)
     return chunk, -(-n // chunk)
@@ -1000,9 +1005,7 @@ def _combine_launch(part: Tensor, out: Tensor, bh: int, n_chunks: int, scale: fl
     # (128-column blocks, 32 chunks a load: 11.1). One-warp reduce programs leave 4 times the chunks (1,013 at
     # 518K): 68 such programs took 23 µs (session 13), so the blocks narrow (to 8 columns, one 32-byte sector of
     # a chunk's row) until there are 2 programs an SM, each loading up to 8,192 partial sums at once.
-    sms = _sm_count(part.device.index if part.device.index is not None else torch.cuda.current_device()) \
-        if part.is_cuda else 2
-    block = next((b for b in (32, 16) if bh * triton.cdiv(state, b) >= 2 * sms), 8)
+    block = next((b for b in (32, 16) if bh * triton.cdiv(state, b) >= 2 * _sms(part.device)), 8)
     cb = min(_pow2(n_chunks), 8192 // block)
     _combine[(bh, triton.cdiv(state, block))](part, out, n_chunks, scale, STATE=state, BLOCK=block, CB=cb,
                                                 num_warps=4)
@@ -1028,8 +1031,7 @@ def nala_forward(q: Tensor, k: Tensor, v: Tensor, lam: float, tau: float, alpha:
                 k, v, freq, part, n, max(rope_w, 1), h, chunk, n_chunks, bucket,
                 *k.stride(), *v.stride(), float(alpha), float(lam),
                 D=d, DV=dv, BD=bd, BDV=bdv, BDZ=bdv if zacc or dv < bdv else 2 * bdv, LAM_INT=_lam_int(lam),
-                ROPE=rope, PREC=prec, APPROX=approx, OFFS64=_offs64(n, k, v), VEC4=_reduce_vec4(), ZACC=zacc,
-                ROUNDZ=zacc and not rope)
+                ROPE=rope, PREC=prec, APPROX=approx, OFFS64=_offs64(n, k, v), VEC4=_reduce_vec4(), ZACC=zacc)
         _combine_launch(part, state, b * h, n_chunks, 1.0 / n, state_n)
         chunk, n_chunks = _plan(n, b * h, dev, _PROGRAMS_PER_SM["fwd_map"])
         _launch(_fwd_map_tuned, _fwd_map, (h, n_chunks, b),
