@@ -2,7 +2,7 @@
 traffic: a CPU-side look at what Nsight Compute measures on the H200, for trying kernel changes between GPU calls.
 
     .venv/bin/python benchmarks/compile_sm90.py [--kernel fwd_reduce|fwd_map|bwd_query|bwd_key] [--vec4 0|1]
-        [--split 0|1] [--zacc 0|1] [--block-n 64] [--warps 4] [--stages 2] [--maxnreg N] [--out DIR]
+        [--split 0|1] [--zacc 0|1] [--eye 0|1] [--block-n 64] [--warps 4] [--stages 2] [--maxnreg N] [--out DIR]
 
 Prints the kernel's shared memory, the main loop's SASS instructions that matter here (shared stores and loads,
 tensor-core products, barriers, global loads) and, for every shared-memory store of the loop (the tl.dot
@@ -12,7 +12,8 @@ against the conflict-free minimum, from the register layout and the swizzle of t
 those of 518,400 tokens, 4 heads of 16, fp16 inputs, no RoPE (what ``nala_forward`` / ``nala_backward`` pass);
 BLOCK_N, warps, stages and maxnreg default to the autotuner's picks there (see KERNELS). --vec4 and --zacc are
 _fwd_reduce's VEC4 and ZACC switches (NALASR_REDUCE_VEC4, NALASR_REDUCE_ZACC; ZACC 0 also sets the ones column's
-BDZ = 32), --split _bwd_query's SPLIT (NALASR_REDUCE_SPLIT); all 1 unless given, like the environment switches
+BDZ = 32), --split _bwd_query's SPLIT (NALASR_REDUCE_SPLIT), --eye the
+backward kernels' EYE (NALASR_EYE_BWD_QUERY / _BWD_KEY); all 1 unless given, like the environment switches
 (the bank model covers 2-D tiles only: SPLIT's 3-D operand stores show in the SASS counts, not in the model).
 Needs Triton with its bundled ptxas / nvdisasm (the pip wheel has them). The first run (session 10, Triton 3.9;
 now --vec4 0 --zacc 0 --block-n 64 --warps 4): 8 STS.128 per warp and tile taking 64 wavefronts, 32 of them
@@ -46,12 +47,12 @@ CONSTEXPRS = dict(D=16, DV=16, BD=16, BDV=16, LAM_INT=3, ROPE=False, PREC="tf32"
 F32_POINTERS = {"FREQ", "PART", "STATE", "DSTATE"}  # the rest are the fp16 (B, N, H, D) tensors
 FLOATS = {"alpha", "lam", "tau", "eps"}
 # Per kernel: its pointer arguments, and the autotuner's pick at 518K (BLOCK_N, warps, stages, maxnreg): the
-# latest recorded on the H200, benchmarks/results/h200/session13/call4/diag.json ("registers", N_BUCKET 2097152).
+# latest recorded on the H200, benchmarks/results/h200/session14/call3/diag.json ("registers", N_BUCKET 2097152).
 KERNELS = {
     "fwd_reduce": (nala._fwd_reduce, "K V FREQ PART", (32, 1, 2, None)),
     "fwd_map": (nala._fwd_map, "Q STATE FREQ O", (64, 4, 2, None)),
-    "bwd_query": (nala._bwd_query, "Q DO STATE FREQ DQ PART", (32, 2, 2, None)),
-    "bwd_key": (nala._bwd_key, "K V STATE DSTATE FREQ DK DV_", (64, 4, 2, 168)),
+    "bwd_query": (nala._bwd_query, "Q DO STATE FREQ DQ PART", (16, 1, 2, None)),
+    "bwd_key": (nala._bwd_key, "K V STATE DSTATE FREQ DK DV_", (64, 4, 1, None)),
 }
 SASS_OPS = r"\b(LDSM[\w.]*|STSM[\w.]*|STS(?:\.\d+)?|LDS(?:\.\d+)?|HG?MMA[\w.]*|BAR\.SYNC|LDG[\w.]*)\b"
 
@@ -84,6 +85,18 @@ def sass_of(cubin: bytes) -> str:
         f.write(cubin)
         f.flush()
         return subprocess.run([str(nvdisasm), "-c", "-g", f.name], capture_output=True, text=True, check=True).stdout
+
+
+def resources(cubin: bytes) -> str:
+    """Registers and stack bytes a thread, from cuobjdump's resource usage (spills show as stack)."""
+    cuobjdump = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "cuobjdump"
+    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
+        f.write(cubin)
+        f.flush()
+        out = subprocess.run([str(cuobjdump), "--dump-resource-usage", f.name], capture_output=True, text=True,
+                             check=True).stdout
+    m = re.search(r"REG:(\d+).*?STACK:(\d+)", out)
+    return f"{m[1]} registers, {m[2]} B stack" if m else "registers unknown"
 
 
 def main_loop(sass: str) -> list[str]:
@@ -181,6 +194,7 @@ def main() -> None:
     ap.add_argument("--vec4", type=int, choices=(0, 1), default=1, help="NALASR_REDUCE_VEC4 (fwd_reduce)")
     ap.add_argument("--split", type=int, choices=(0, 1), default=1, help="NALASR_REDUCE_SPLIT (bwd_query)")
     ap.add_argument("--zacc", type=int, choices=(0, 1), default=1, help="NALASR_REDUCE_ZACC (fwd_reduce)")
+    ap.add_argument("--eye", type=int, choices=(0, 1), default=1, help="NALASR_EYE_BWD_QUERY / _BWD_KEY")
     ap.add_argument("--block-n", type=int, help="default: the autotuner's pick at 518K (see KERNELS)")
     ap.add_argument("--warps", type=int)
     ap.add_argument("--stages", type=int)
@@ -192,7 +206,7 @@ def main() -> None:
     name = KERNELS[a.kernel][0].__name__
     os.environ.pop("TRITON_INTERPRET", None)
     params = {p.name for p in KERNELS[a.kernel][0].params}
-    switches = {k: v for k, v in (("VEC4", bool(a.vec4)), ("SPLIT", a.split), ("ZACC", a.zacc),
+    switches = {k: v for k, v in (("VEC4", bool(a.vec4)), ("SPLIT", a.split), ("ZACC", a.zacc), ("EYE", a.eye),
                                   ("BDZ", 16 if a.zacc else 32)) if k in params}
     ck = compile_kernel(a.kernel, switches, block_n, warps, stages, maxnreg)
     sass = sass_of(ck.asm["cubin"])
@@ -204,7 +218,8 @@ def main() -> None:
     counts = collections.Counter(m for line in loop for m in re.findall(SASS_OPS, line))
     variant = "".join(f", {k}={int(v)}" for k, v in switches.items() if k != "BDZ")
     print(f"{name} sm_90{variant}, BLOCK_N {block_n}, {warps} warps, {stages} stages"
-          f"{f', maxnreg {maxnreg}' if maxnreg else ''}, Triton {triton.__version__}: {ck.metadata.shared} B shared")
+          f"{f', maxnreg {maxnreg}' if maxnreg else ''}, Triton {triton.__version__}: {ck.metadata.shared} B shared, "
+          f"{resources(ck.asm['cubin'])}")
     instructions = sum(bool(re.search(r"\*/\s+\S.*;", line)) for line in loop)
     print(f"main loop, per warp and tile: {instructions} instructions; "
           + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))

@@ -42,7 +42,8 @@ REF_FACTOR = 4.0
 # A reduce switch off against on (run_extras): another float32 summation order, and in fp16 the output rounding
 # flips it causes. Measured on the H200 (benchmarks/switch_errors.py): SPLIT bitwise equal in fp16 and 8.6e-8 in
 # fp32 (session 12); ZACC 1.7e-5 in fp16 and 1.4e-7 in fp32, VEC4 over 1e-6 in fp16 once the one-warp reduce
-# lays its tiles out differently for 4-column loads (session 13). A mis-paired token group is off by O(1).
+# lays its tiles out differently for 4-column loads (session 13), 2.5e-7 (session 14); EYE_BWD_QUERY 3.9e-6 and
+# EYE_BWD_KEY bitwise equal in fp16 (session 14). A mis-paired token group is off by O(1).
 SWITCH_TOL = {"float16": 1e-4, "float32": 1e-5}
 
 SMALL = {"BLOCK_N": 16, "CHUNK": 32, "num_warps": 1}  # several chunks and ragged tails at small N
@@ -250,7 +251,10 @@ def run_extras(device: str) -> dict:
     # products (the same tf32 operands, another fp32 summation order), NALASR_REDUCE_ZACC where z is summed (the
     # tf32-truncated φk either way: a ones column in the S product or an elementwise accumulator). Off must agree
     # with on, output and gradients; a tile's groups paired with the wrong tokens would be off by O(1).
-    for switch in ("NALASR_REDUCE_VEC4", "NALASR_REDUCE_SPLIT", "NALASR_REDUCE_ZACC"):
+    # NALASR_EYE_BWD_QUERY / _BWD_KEY only move the backward's 16-bit tiles to float32 through an exact product
+    # (on the GPU a different layout, hence fp32 summation order; in the interpreter nothing).
+    for switch in ("NALASR_REDUCE_VEC4", "NALASR_REDUCE_SPLIT", "NALASR_REDUCE_ZACC", "NALASR_EYE_BWD_QUERY",
+                   "NALASR_EYE_BWD_KEY"):
         for dtype in ("float16", "float32"):
             out[f"{switch.lower()}_{dtype}"] = max(switch_errors(switch, dtype, device)) <= SWITCH_TOL[dtype]
     # params=None means the reference defaults; an object with the four attributes works too.
@@ -386,6 +390,28 @@ def test_reduce_switches(monkeypatch, name):
     monkeypatch.setenv(var, "on")
     with pytest.raises(ValueError, match=var):
         rule()
+
+
+@pytest.mark.parametrize("name", ["BWD_QUERY", "BWD_KEY"])
+def test_eye_switches(monkeypatch, name):
+    """NALASR_EYE_BWD_QUERY / _BWD_KEY: on for 16-bit tiles unless set to 0, never for float32 (the t·I product
+    would be tf32); any other value is refused with the variable's name."""
+    if not _have_triton():
+        pytest.skip("triton is not installed")
+    sys.path.insert(0, str(ROOT / "kernels"))
+    import torch
+    from nalasr_kernels import nala
+
+    var = f"NALASR_EYE_{name}"
+    half, bf, full = (torch.zeros(1, dtype=t) for t in (torch.float16, torch.bfloat16, torch.float32))
+    monkeypatch.delenv(var, raising=False)
+    assert nala._eye(name.lower(), half, half) and nala._eye(name.lower(), bf, bf)
+    assert not nala._eye(name.lower(), half, full)
+    monkeypatch.setenv(var, "0")
+    assert not nala._eye(name.lower(), half, half)
+    monkeypatch.setenv(var, "yes")
+    with pytest.raises(ValueError, match=var):
+        nala._eye(name.lower(), half, half)
 
 
 if __name__ == "__main__":

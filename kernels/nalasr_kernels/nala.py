@@ -97,6 +97,7 @@ _CONFIG: dict | None = None
 # ================================================================================================ device math
 
 _FAST_MATH = tl.constexpr(not _INTERPRET)  # the interpreter runs NumPy: no lg2.approx / div.approx / tanh.approx there
+_COMPILED = tl.constexpr(not _INTERPRET)
 
 
 @triton.jit
@@ -230,6 +231,19 @@ def _tf32(x):
     NALASR_REDUCE_ZACC 0 and 1 differ by 5e-4 in the fp16 output on the H200, truncating by 1.7e-5 (a few fp16
     rounding flips; benchmarks/results/h200/session13/call2/s13b.log and call3/s13c.log)."""
     return (x.to(tl.int32, bitcast=True) & -8192).to(tl.float32, bitcast=True)
+
+
+@triton.jit
+def _upcast(t, offs, EYE: tl.constexpr):
+    """A 16-bit (BLOCK_N, BD) tile in float32. EYE: as t·I on the tensor cores — exact (one nonzero term per sum,
+    accumulated in float32), and the result comes out in the product's accumulator layout, so Triton runs the
+    elementwise math that follows there: the backward's product operands then convert from it in registers, where
+    from the load's blocked layout each went through shared memory between barriers (see _eye). The interpreter
+    has no layouts (and its bfloat16 tl.dot is wrong): there EYE changes nothing."""
+    if EYE and _COMPILED:
+        return tl.dot(t, (offs[:, None] == offs[None, :]).to(t.dtype))
+    else:
+        return t.to(tl.float32)
 
 
 @triton.jit
@@ -579,7 +593,7 @@ def _bwd_query(
     alpha, lam, tau, eps,
     D: tl.constexpr, DV: tl.constexpr, BD: tl.constexpr, BDV: tl.constexpr,
     ROPE: tl.constexpr, PREC_G: tl.constexpr, CENTRE: tl.constexpr, APPROX: tl.constexpr, OFFS64: tl.constexpr,
-    BLOCK_N: tl.constexpr, SPLIT: tl.constexpr,
+    BLOCK_N: tl.constexpr, SPLIT: tl.constexpr, EYE: tl.constexpr,
 ):
     """Over one chunk of queries: dq (map), and partial dS = Σ φ̃q dnumᵀ, dz = Σ dden·φq (reduce) → PART."""
     pid_h = tl.program_id(0)
@@ -613,9 +627,9 @@ def _bwd_query(
     for n0 in tl.range(start, end, BLOCK_N):
         offs_n, nmask, rows = _token_rows(n0, end, BLOCK_N, OFFS64)
         mask_d = nmask[:, None] & dmask[None, :]
-        x = x_next.to(tl.float32)
+        x = _upcast(x_next, offs_d, EYE)
         # Masked tokens: g = 0 ⇒ dnum = dden = 0, so they add nothing to dS, dz (and dq is not stored).
-        g = g_next.to(tl.float32)
+        g = _upcast(g_next, offs_e, EYE)
         x_next = _load_tile(q_base, n0 + BLOCK_N, end, sq_n, offs_d, sq_d, dmask, BLOCK_N, OFFS64)
         g_next = _load_tile(g_base, n0 + BLOCK_N, end, sg_n, offs_e, sg_d, emask, BLOCK_N, OFFS64)
         # ---- recompute the forward for this tile (o in float32, as the reference's autograd sees it)
@@ -684,7 +698,7 @@ def _bwd_key(
     alpha, lam,
     D: tl.constexpr, DV: tl.constexpr, BD: tl.constexpr, BDV: tl.constexpr,
     LAM_INT: tl.constexpr, ROPE: tl.constexpr, PREC: tl.constexpr, PREC_G: tl.constexpr, CENTRE: tl.constexpr,
-    APPROX: tl.constexpr, OFFS64: tl.constexpr, BLOCK_N: tl.constexpr,
+    APPROX: tl.constexpr, OFFS64: tl.constexpr, BLOCK_N: tl.constexpr, EYE: tl.constexpr,
 ):
     """Over one chunk of keys: dv = (dS/N)ᵀφ̃k, ∂L/∂φ̃k = (dS/N)·v, ∂L/∂φk = dz/N, chained into dk."""
     pid_h = tl.program_id(0)
@@ -715,8 +729,8 @@ def _bwd_key(
         offs_n, nmask, rows = _token_rows(n0, end, BLOCK_N, OFFS64)
         mask_d = nmask[:, None] & dmask[None, :]
         mask_e = nmask[:, None] & emask[None, :]
-        x = x_next.to(tl.float32)
-        vv = v_next.to(tl.float32)
+        x = _upcast(x_next, offs_d, EYE)
+        vv = _upcast(v_next, offs_e, EYE)
         x_next = _load_tile(k_base, n0 + BLOCK_N, end, sk_n, offs_d, sk_d, dmask, BLOCK_N, OFFS64)
         v_next = _load_tile(v_base, n0 + BLOCK_N, end, sv_n, offs_e, sv_d, emask, BLOCK_N, OFFS64)
         ss, r, dirn = _direction(x)
@@ -778,8 +792,11 @@ _BWD_CONFIGS = [  # ~30 live (BLOCK_N, BD) float32 tiles in the backward: fewer 
     triton.Config({"BLOCK_N": 128}, num_warps=8, num_stages=2),
     triton.Config({"BLOCK_N": 64}, num_warps=4, num_stages=1),
     triton.Config({"BLOCK_N": 32}, num_warps=2, num_stages=2),
-    # _bwd_query needs ~250 registers a thread (2 blocks of 4 warps an SM): capped, it spills some to L1
-    # but 3 or 4 blocks fit
+    # _bwd_query's pick at 518K with EYE (205 registers): 207.6 against 222.6 µs for 32 tokens on 2 warps
+    # (benchmarks/results/h200/session14/call2/sweep_q.json)
+    triton.Config({"BLOCK_N": 16}, num_warps=1, num_stages=2),
+    # _bwd_query needed ~250 registers a thread before EYE (2 blocks of 4 warps an SM): capped, it spills some to
+    # L1 but 3 or 4 blocks fit (_bwd_key with EYE: 128 registers under the 168 cap)
     triton.Config({"BLOCK_N": 64}, num_warps=4, num_stages=2, maxnreg=168),
     triton.Config({"BLOCK_N": 32}, num_warps=4, num_stages=2, maxnreg=128),
 ]
@@ -957,6 +974,19 @@ def _reduce_zacc() -> bool:
     return _forced("NALASR_REDUCE_ZACC", ("0", "1")) != "0"
 
 
+def _eye(name: str, *tensors: Tensor) -> bool:
+    """Whether a backward pass (``name``: bwd_query, bwd_key) takes its 16-bit tiles to float32 as t·I on the
+    tensor cores (see _upcast; default, NALASR_EYE_BWD_QUERY / NALASR_EYE_BWD_KEY=0 for a plain conversion).
+    Offline sm_90 (Triton 3.6, benchmarks/compile_sm90.py): _bwd_query 861 → 731 instructions, 18 → 5 barriers a
+    warp and tile, 255 → 223 registers; _bwd_key 522 → 495, 14 → 4. On the H200 at 518K: _bwd_query 280.6 →
+    207.6 µs (its best config, 16 tokens on one warp, 292.0 without), _bwd_key 163.3 → 131.6 (the k tile alone:
+    140.6; benchmarks/results/h200/session14/call2/sweep_{q,k}.json). Not in the forward kernels: _fwd_map took
+    73.0 against 63.5 µs (wgmma's A operand then converts by shuffles, 270 → 334 instructions), _fwd_reduce
+    72.5 (k) / 79.7 (k and v) against 70.2 (sweep_{m,r}.json). Float32 tiles never: the product would be tf32."""
+    forced = _forced(f"NALASR_EYE_{name.upper()}", ("0", "1"))
+    return forced != "0" and all(t.dtype in (torch.float16, torch.bfloat16) for t in tensors)
+
+
 def _centred(rope: bool, prec_g: str) -> bool:
     """Whether the backward centres the values (see "Conditioning of the backward"): tf32 products without RoPE.
     Centring float32 inputs too (tf32x3) took the N = 1 float32 case from 1.56 to 1.44 times its dq/dk tolerance
@@ -1065,14 +1095,16 @@ def nala_backward(do: Tensor, q: Tensor, k: Tensor, v: Tensor, state: Tensor, la
                 q, do, state, freq, dq, part, n, max(rope_w, 1), h, chunk, n_chunks, bucket,
                 *q.stride(), *do.stride(), *dq.stride(), float(alpha), float(lam), float(tau), float(eps),
                 D=d, DV=dv, BD=bd, BDV=bdv, ROPE=rope, PREC_G=prec_g, CENTRE=centre, APPROX=approx,
-                OFFS64=_offs64(n, q, do, dq), SPLIT=int(_reduce_split()))
+                OFFS64=_offs64(n, q, do, dq), SPLIT=int(_reduce_split()),
+                EYE=_eye("bwd_query", q, do))
         _combine_launch(part, dstate, b * h, n_chunks, 1.0 / n, state_n)
         chunk, n_chunks = _plan(n, b * h, dev, _PROGRAMS_PER_SM["bwd_key"])
         _launch(_bwd_key_tuned, _bwd_key, (h, n_chunks, b),
                 k, v, state, dstate, freq, dk, dvv, n, max(rope_w, 1), h, chunk, bucket,
                 *k.stride(), *v.stride(), *dk.stride(), *dvv.stride(), float(alpha), float(lam),
                 D=d, DV=dv, BD=bd, BDV=bdv, LAM_INT=_lam_int(lam), ROPE=rope, PREC=prec, PREC_G=prec_g,
-                CENTRE=centre, APPROX=approx, OFFS64=_offs64(n, k, v, dk, dvv))
+                CENTRE=centre, APPROX=approx, OFFS64=_offs64(n, k, v, dk, dvv),
+                EYE=_eye("bwd_key", k, v))
     return dq, dk, dvv
 
 

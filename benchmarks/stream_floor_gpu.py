@@ -1,0 +1,169 @@
+"""What the two forward passes cost without their tensor-core products, and without any math: the floors under
+``_fwd_reduce`` and ``_fwd_map`` for the same grids, tiles, prefetching loads and stores (issue 5's 60% target).
+
+    PYTHONPATH=.:kernels python benchmarks/stream_floor_gpu.py [--tokens 518400] [--json OUT.json]
+
+Per pass, three kernels over q (map) or k and v (reduce), 4 heads × 16, fp16, strided views of one projection
+(benchmarks/kernel_diag_gpu.py's inputs), the pass's launch config at 518K (BLOCK_N, warps, stages as the autotuner
+picks them there, programs per SM from nala._PROGRAMS_PER_SM):
+    stream   loads every tile as the pass does and writes o (map) or a per-program partial sum (reduce): traffic only
+    rows     (map) the stream with one program for all heads of its tokens: 128-byte rows instead of 32
+    math     the same plus the pass's feature map (norm, tanh angle, sin/cos series, magnitude) on every element,
+             its result stored in place of the product's (no tl.dot, no layout conversion for it)
+    pass     the real kernel, from nala_forward (its own autotuned config)
+Kernel times from torch.profiler (kernel_diag_gpu.cuda_times), µs, and GB/s over the pass's minimum bytes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+import torch
+import triton
+import triton.language as tl
+
+from kernel_diag_gpu import H, D, _inputs, cuda_times  # noqa: E402  (benchmarks/ is the script's directory)
+from nalasr_kernels import nala
+from nalasr_kernels.nala import (_angle, _chunk, _key_mag, _load_tile, _query_mag_fwd, _sincos_angle, _slab,
+                                 _token_rows)
+
+HP = (3.0, 0.5, 1.0, 1e-6, 0, 0, 100.0)  # λ, τ, α, ε, no RoPE
+CONFIGS = {"map": (64, 4, 2), "reduce": (32, 1, 2)}  # BLOCK_N, warps, stages: the picks at 518K (session 14)
+
+
+@triton.jit
+def _stream_map(Q, O, N, CHUNK, sq_b, sq_n, sq_h, sq_d, so_b, so_n, so_h, so_d, alpha, lam, tau,
+                D: tl.constexpr, BLOCK_N: tl.constexpr, MATH: tl.constexpr):
+    """_fwd_map's loads and stores; MATH: its feature map too, (m·cos + m·sin)/(m·Σ cos + ε) stored as o."""
+    pid_h, pid_c, pid_b = tl.program_id(0), tl.program_id(1), tl.program_id(2)
+    offs_d = tl.arange(0, D)
+    dmask = offs_d < D
+    q_base = _slab(Q, pid_b, pid_h, sq_b, sq_h)
+    o_base = _slab(O, pid_b, pid_h, so_b, so_h)
+    start, end = _chunk(pid_c, CHUNK, N)
+    x_next = _load_tile(q_base, start, end, sq_n, offs_d, sq_d, dmask, BLOCK_N, False)
+    for n0 in tl.range(start, end, BLOCK_N):
+        offs_n, nmask, rows = _token_rows(n0, end, BLOCK_N, False)
+        x = x_next.to(tl.float32)
+        x_next = _load_tile(q_base, n0 + BLOCK_N, end, sq_n, offs_d, sq_d, dmask, BLOCK_N, False)
+        if MATH:
+            ss = tl.sum(x * x, axis=1)
+            r = tl.rsqrt(ss + 1e-12)
+            m = _query_mag_fwd(x, r, ss * r, lam, tau, True)
+            u, uc = _angle(x * (alpha * r)[:, None], True)
+            c, s = _sincos_angle(uc, True)
+            den = tl.sum(m * (c + s), axis=1) + 1e-6
+            x = (m * c + m * s) * (1.0 / den)[:, None]
+        tl.store(o_base + rows[:, None] * so_n + offs_d[None, :] * so_d, x.to(O.dtype.element_ty),
+                 mask=nmask[:, None] & dmask[None, :])
+
+
+@triton.jit
+def _stream_rows(Q, O, N, CHUNK, sq_n, so_n, HD: tl.constexpr, BLOCK_N: tl.constexpr):
+    """All heads of a token at once: (BLOCK_N, H·D) tiles, one contiguous 128-byte row a token (q's heads are
+    adjacent in the projection) instead of H programs reading 32 bytes of it each. Loads and stores only."""
+    offs = tl.arange(0, HD)
+    start, end = _chunk(tl.program_id(0), CHUNK, N)
+    x_next = _load_tile(Q, start, end, sq_n, offs, 1, offs < HD, BLOCK_N, False)
+    for n0 in tl.range(start, end, BLOCK_N):
+        offs_n, nmask, rows = _token_rows(n0, end, BLOCK_N, False)
+        x = x_next
+        x_next = _load_tile(Q, n0 + BLOCK_N, end, sq_n, offs, 1, offs < HD, BLOCK_N, False)
+        tl.store(O + rows[:, None] * so_n + offs[None, :], x, mask=nmask[:, None])
+
+
+@triton.jit
+def _stream_reduce(K, V, PART, N, CHUNK, n_chunks, sk_b, sk_n, sk_h, sk_d, sv_b, sv_n, sv_h, sv_d, alpha,
+                   D: tl.constexpr, BLOCK_N: tl.constexpr, MATH: tl.constexpr):
+    """_fwd_reduce's loads; an elementwise (BLOCK_N, D) accumulator of k·v (MATH: φk_cos·v + φk_sin·v), summed over
+    the tokens and stored once per program."""
+    pid_h, pid_c, pid_b = tl.program_id(0), tl.program_id(1), tl.program_id(2)
+    offs_d = tl.arange(0, D)
+    dmask = offs_d < D
+    k_base = _slab(K, pid_b, pid_h, sk_b, sk_h)
+    v_base = _slab(V, pid_b, pid_h, sv_b, sv_h)
+    acc = tl.zeros((BLOCK_N, D), dtype=tl.float32)
+    start, end = _chunk(pid_c, CHUNK, N)
+    x_next = _load_tile(k_base, start, end, sk_n, offs_d, sk_d, dmask, BLOCK_N, False)
+    v_next = _load_tile(v_base, start, end, sv_n, offs_d, sv_d, dmask, BLOCK_N, False)
+    for n0 in tl.range(start, end, BLOCK_N):
+        x = x_next.to(tl.float32)
+        vv = v_next.to(tl.float32)
+        x_next = _load_tile(k_base, n0 + BLOCK_N, end, sk_n, offs_d, sk_d, dmask, BLOCK_N, False)
+        v_next = _load_tile(v_base, n0 + BLOCK_N, end, sv_n, offs_d, sv_d, dmask, BLOCK_N, False)
+        if MATH:
+            r = tl.rsqrt(tl.sum(x * x, axis=1) + 1e-12)
+            u, uc = _angle(x * (alpha * r)[:, None], True)
+            m = _key_mag(x, 3.0, 3)
+            c, s = _sincos_angle(uc, True)
+            x = m * c * vv + m * s * vv
+        else:
+            x = x * vv
+        acc += x
+    tl.store(PART + ((pid_b * tl.num_programs(0) + pid_h) * n_chunks + pid_c) * D + offs_d, tl.sum(acc, axis=0))
+
+
+def run(n: int) -> list[dict]:
+    q, k, v, _ = _inputs(n, "qkvg")
+    dev = q.device
+    o = torch.empty(1, n, H, D, device=dev, dtype=q.dtype)
+    lam, tau, alpha = HP[0], HP[1], HP[2]
+    rows = []
+    real = {}
+    nala.nala_forward(q, k, v, *HP)  # autotuning outside the profile
+    for key, us, _ in cuda_times(lambda: nala.nala_forward(q, k, v, *HP), 20):
+        real[key] = us / 20
+    bn, warps, stages = CONFIGS["map"]
+    chunk, n_chunks = nala._plan(n, H, dev, nala._PROGRAMS_PER_SM["fwd_map"])
+    for math in (False, True):
+        def fn(math=math):
+            _stream_map[(H, n_chunks, 1)](q, o, n, chunk, *q.stride(), *o.stride(), alpha, lam, tau, D=D,
+                                          BLOCK_N=bn, MATH=math, num_warps=warps, num_stages=stages)
+        fn()
+        us = sum(t for key, t, _ in cuda_times(fn, 20) if "_stream_map" in key) / 20
+        rows.append({"pass": "map", "variant": "math" if math else "stream", "us": us})
+    rows.append({"pass": "map", "variant": "pass", "us": real.get("_fwd_map")})
+    chunk, n_chunks = nala._plan(n, 1, dev, nala._PROGRAMS_PER_SM["fwd_map"])
+    assert q.stride(2) == D and q.stride(3) == 1 and o.is_contiguous()
+
+    def rows_fn():
+        _stream_rows[(n_chunks,)](q, o, n, chunk, q.stride(1), o.stride(1), HD=H * D, BLOCK_N=bn, num_warps=warps,
+                                  num_stages=stages)
+    rows_fn()
+    us = sum(t for key, t, _ in cuda_times(rows_fn, 20) if "_stream_rows" in key) / 20
+    rows.append({"pass": "map", "variant": "rows", "us": us})
+    bn, warps, stages = CONFIGS["reduce"]
+    chunk, n_chunks = nala._plan(n, H, dev, nala._PROGRAMS_PER_SM["fwd_reduce"])
+    part = torch.empty(H * n_chunks * D, device=dev, dtype=torch.float32)
+    for math in (False, True):
+        def fn(math=math):
+            _stream_reduce[(H, n_chunks, 1)](k, v, part, n, chunk, n_chunks, *k.stride(), *v.stride(), alpha, D=D,
+                                             BLOCK_N=bn, MATH=math, num_warps=warps, num_stages=stages)
+        fn()
+        us = sum(t for key, t, _ in cuda_times(fn, 20) if "_stream_reduce" in key) / 20
+        rows.append({"pass": "reduce", "variant": "math" if math else "stream", "us": us})
+    rows.append({"pass": "reduce", "variant": "pass", "us": real.get("_fwd_reduce")})
+    for r in rows:
+        r["tokens"] = n
+        r["gbs"] = 2 * n * H * D * 2 / (r["us"] * 1e-6) / 1e9 if r["us"] else None  # 2 fp16 tensors a pass
+    return rows
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--tokens", type=int, default=518_400)
+    ap.add_argument("--json", default=None)
+    a = ap.parse_args()
+    rows = run(a.tokens)
+    print(f"\nforward passes without their products / math, {a.tokens} tokens, {H}x{D} fp16:")
+    for r in rows:
+        gbs = f"{r['gbs']:7.0f} GB/s" if r["gbs"] else "     – GB/s"
+        print(f"  {r['pass']:6s} {r['variant']:6s} {r['us']:7.1f} µs {gbs}" if r["us"] else f"  {r['pass']} {r}")
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump({"gpu": torch.cuda.get_device_name(), "triton": triton.__version__, "rows": rows}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
