@@ -15,7 +15,9 @@ _fwd_reduce's VEC4 and ZACC switches (NALASR_REDUCE_VEC4, NALASR_REDUCE_ZACC; ZA
 BDZ = 32), --split _bwd_query's SPLIT (NALASR_REDUCE_SPLIT), --eye the
 backward kernels' EYE (NALASR_EYE_BWD_QUERY / _BWD_KEY); all 1 unless given, like the environment switches
 (the bank model covers 2-D tiles only: SPLIT's 3-D operand stores show in the SASS counts, not in the model).
-Needs Triton with its bundled ptxas / nvdisasm (the pip wheel has them). The first run (session 10, Triton 3.9;
+Needs Triton with its bundled ptxas / nvdisasm (the pip wheel has them); the H200 runs Triton 3.6, so a venv with
+triton==3.6.0 matches it (session 14: benchmarks/results/offline/compile_sm90_session14.txt; 3.9 differs a little,
+e.g. _fwd_map 280 against 270 instructions). The first run (session 10, Triton 3.9;
 now --vec4 0 --zacc 0 --block-n 64 --warps 4): 8 STS.128 per warp and tile taking 64 wavefronts, 32 of them
 conflicts — ncu's 8.3 M store wavefronts with 4.1 M conflicts over the 129,600 warp-tiles at 518K, exactly.
 """

@@ -3,7 +3,7 @@
 
     PYTHONPATH=.:kernels python benchmarks/stream_floor_gpu.py [--tokens 518400] [--json OUT.json]
 
-Per pass, three kernels over q (map) or k and v (reduce), 4 heads × 16, fp16, strided views of one projection
+Per pass, these variants over q (map) or k and v (reduce), 4 heads × 16, fp16, strided views of one projection
 (benchmarks/kernel_diag_gpu.py's inputs), the pass's launch config at 518K (BLOCK_N, warps, stages as the autotuner
 picks them there, programs per SM from nala._PROGRAMS_PER_SM):
     stream   loads every tile as the pass does and writes o (map) or a per-program partial sum (reduce): traffic only
@@ -35,7 +35,7 @@ CONFIGS = {"map": (64, 4, 2), "reduce": (32, 1, 2)}  # BLOCK_N, warps, stages: t
 @triton.jit
 def _stream_map(Q, O, N, CHUNK, sq_b, sq_n, sq_h, sq_d, so_b, so_n, so_h, so_d, alpha, lam, tau,
                 D: tl.constexpr, BLOCK_N: tl.constexpr, MATH: tl.constexpr):
-    """_fwd_map's loads and stores; MATH: its feature map too, (m·cos + m·sin)/(m·Σ cos + ε) stored as o."""
+    """_fwd_map's loads and stores; MATH: its feature map too, (m·cos + m·sin)/(Σ m·(cos + sin) + ε) stored as o."""
     pid_h, pid_c, pid_b = tl.program_id(0), tl.program_id(1), tl.program_id(2)
     offs_d = tl.arange(0, D)
     dmask = offs_d < D

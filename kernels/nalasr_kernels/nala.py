@@ -96,8 +96,8 @@ _CONFIG: dict | None = None
 
 # ================================================================================================ device math
 
-_FAST_MATH = tl.constexpr(not _INTERPRET)  # the interpreter runs NumPy: no lg2.approx / div.approx / tanh.approx there
-_COMPILED = tl.constexpr(not _INTERPRET)
+_COMPILED = tl.constexpr(not _INTERPRET)  # the interpreter runs NumPy: no register layouts, no PTX
+_FAST_MATH = _COMPILED  # lg2.approx / div.approx / tanh.approx, which NumPy does not have
 
 
 @triton.jit
