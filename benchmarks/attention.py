@@ -362,15 +362,16 @@ def markdown(meta: dict, rows: list[dict], train: list[dict]) -> str:
             lines.append(f"| {name} | " + " | ".join(cells) + " |")
         lines.append("")
     # Derived: backward time = (fwd+bwd) − fwd, and the speed-up over the eager reference, from the CUDA-graph rows
-    # where they ran (the eager ones include Python launching the kernels).
-    lines += ["## Derived (fused kernels; CUDA-graph rows where present)", "",
+    # where both ran (the eager ones include Python launching the kernels; one of each would not subtract).
+    lines += ["## Derived (fused kernels; CUDA-graph rows where both ran)", "",
               "| heads | tokens | fwd ms | bwd ms (fwd+bwd − fwd) | bwd / fwd | × faster than ref-eager fwd |",
               "|---|---|---|---|---|---|"]
     for h, d in meta["heads"]:
         for n in meta["tokens"]:
             get = {r["provider"]: r["ms"] for r in rows if r["heads"] == h and r["head_dim"] == d and r["tokens"] == n}
-            f = get.get("triton-fwd-graph") or get.get("triton-fwd")
-            fb = get.get("triton-fwd+bwd-graph") or get.get("triton-fwd+bwd")
+            f, fb = get.get("triton-fwd-graph"), get.get("triton-fwd+bwd-graph")
+            if not (f and fb):
+                f, fb = get.get("triton-fwd"), get.get("triton-fwd+bwd")
             ref = get.get("ref-eager")
             if f and fb:
                 bwd = fb - f

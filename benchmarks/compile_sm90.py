@@ -81,22 +81,22 @@ def compile_kernel(kernel: str, switches: dict, block_n: int, warps: int, stages
     return triton.compile(src, target=GPUTarget("cuda", 90, 32), options=options)
 
 
-def sass_of(cubin: bytes) -> str:
-    nvdisasm = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "nvdisasm"
+def _cubin_tool(tool: str, cubin: bytes, *args: str) -> str:
+    """stdout of one of Triton's bundled CUDA binary tools run on ``cubin``."""
+    exe = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / tool
     with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
         f.write(cubin)
         f.flush()
-        return subprocess.run([str(nvdisasm), "-c", "-g", f.name], capture_output=True, text=True, check=True).stdout
+        return subprocess.run([str(exe), *args, f.name], capture_output=True, text=True, check=True).stdout
+
+
+def sass_of(cubin: bytes) -> str:
+    return _cubin_tool("nvdisasm", cubin, "-c", "-g")
 
 
 def resources(cubin: bytes) -> str:
     """Registers and stack bytes a thread, from cuobjdump's resource usage (spills show as stack)."""
-    cuobjdump = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "cuobjdump"
-    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
-        f.write(cubin)
-        f.flush()
-        out = subprocess.run([str(cuobjdump), "--dump-resource-usage", f.name], capture_output=True, text=True,
-                             check=True).stdout
+    out = _cubin_tool("cuobjdump", cubin, "--dump-resource-usage")
     m = re.search(r"REG:(\d+).*?STACK:(\d+)", out)
     return f"{m[1]} registers, {m[2]} B stack" if m else "registers unknown"
 

@@ -27,7 +27,7 @@ from typing import Any
 import torch
 import triton
 
-from kernel_diag_gpu import _inputs, cuda_times, graph_ms  # noqa: E402  (benchmarks/ is the script's directory)
+from kernel_diag_gpu import _inputs, graph_ms, kernel_us  # noqa: E402  (benchmarks/ is the script's directory)
 from nalasr_kernels import nala
 
 PASSES = ("fwd_reduce", "fwd_map", "bwd_query", "bwd_key", "combine")
@@ -38,15 +38,6 @@ def parse_config(text: str) -> triton.Config:
     parts = [int(x) for x in text.split("x")]
     extra = {"maxnreg": parts[3]} if len(parts) > 3 else {}
     return triton.Config({"BLOCK_N": parts[0]}, num_warps=parts[1], num_stages=parts[2], **extra)
-
-
-def kernel_us(fn, reps: int = 20) -> dict[str, float]:
-    """µs per call of fn spent in each of the attention's kernels (the names starting with "_")."""
-    out: dict[str, float] = {}
-    for key, us, _ in cuda_times(fn, reps):
-        if key.startswith("_"):
-            out[key] = out.get(key, 0.0) + us / reps
-    return out
 
 
 def compiled(kernel) -> dict[int, Any]:

@@ -137,6 +137,15 @@ def cuda_times(fn, reps: int) -> list[tuple[str, float, int]]:
     return out
 
 
+def kernel_us(fn, reps: int = 20) -> dict[str, float]:
+    """µs per call of fn spent in each of the attention's kernels (the names starting with "_")."""
+    out: dict[str, float] = {}
+    for key, us, _ in cuda_times(fn, reps):
+        if key.startswith("_"):
+            out[key] = out.get(key, 0.0) + us / reps
+    return out
+
+
 def kernel_profile(mod, n: int, layout: str = "qkvg") -> list[dict]:
     q, k, v, do = _inputs(n, layout)
     hp = (3.0, 0.5, 1.0, 1e-6, 0, 0, 100.0)

@@ -11,7 +11,7 @@ picks them there, programs per SM from nala._PROGRAMS_PER_SM):
     math     the same plus the pass's feature map (norm, tanh angle, sin/cos series, magnitude) on every element,
              its result stored in place of the product's (no tl.dot, no layout conversion for it)
     pass     the real kernel, from nala_forward (its own autotuned config)
-Kernel times from torch.profiler (kernel_diag_gpu.cuda_times), µs, and GB/s over the pass's minimum bytes.
+Kernel times from torch.profiler (kernel_diag_gpu.kernel_us), µs, and GB/s over the pass's minimum bytes.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import torch
 import triton
 import triton.language as tl
 
-from kernel_diag_gpu import H, D, _inputs, cuda_times  # noqa: E402  (benchmarks/ is the script's directory)
+from kernel_diag_gpu import H, D, _inputs, kernel_us  # noqa: E402  (benchmarks/ is the script's directory)
 from nalasr_kernels import nala
 from nalasr_kernels.nala import (_angle, _chunk, _key_mag, _load_tile, _query_mag_fwd, _sincos_angle, _slab,
                                  _token_rows)
@@ -110,10 +110,8 @@ def run(n: int) -> list[dict]:
     o = torch.empty(1, n, H, D, device=dev, dtype=q.dtype)
     lam, tau, alpha = HP[0], HP[1], HP[2]
     rows = []
-    real = {}
     nala.nala_forward(q, k, v, *HP)  # autotuning outside the profile
-    for key, us, _ in cuda_times(lambda: nala.nala_forward(q, k, v, *HP), 20):
-        real[key] = us / 20
+    real = kernel_us(lambda: nala.nala_forward(q, k, v, *HP))
     bn, warps, stages = CONFIGS["map"]
     chunk, n_chunks = nala._plan(n, H, dev, nala._PROGRAMS_PER_SM["fwd_map"])
     for math in (False, True):
@@ -121,7 +119,7 @@ def run(n: int) -> list[dict]:
             _stream_map[(H, n_chunks, 1)](q, o, n, chunk, *q.stride(), *o.stride(), alpha, lam, tau, D=D,
                                           BLOCK_N=bn, MATH=math, num_warps=warps, num_stages=stages)
         fn()
-        us = sum(t for key, t, _ in cuda_times(fn, 20) if "_stream_map" in key) / 20
+        us = kernel_us(fn)["_stream_map"]
         rows.append({"pass": "map", "variant": "math" if math else "stream", "us": us})
     rows.append({"pass": "map", "variant": "pass", "us": real.get("_fwd_map")})
     chunk, n_chunks = nala._plan(n, 1, dev, nala._PROGRAMS_PER_SM["fwd_map"])
@@ -131,7 +129,7 @@ def run(n: int) -> list[dict]:
         _stream_rows[(n_chunks,)](q, o, n, chunk, q.stride(1), o.stride(1), HD=H * D, BLOCK_N=bn, num_warps=warps,
                                   num_stages=stages)
     rows_fn()
-    us = sum(t for key, t, _ in cuda_times(rows_fn, 20) if "_stream_rows" in key) / 20
+    us = kernel_us(rows_fn)["_stream_rows"]
     rows.append({"pass": "map", "variant": "rows", "us": us})
     bn, warps, stages = CONFIGS["reduce"]
     chunk, n_chunks = nala._plan(n, H, dev, nala._PROGRAMS_PER_SM["fwd_reduce"])
@@ -141,7 +139,7 @@ def run(n: int) -> list[dict]:
             _stream_reduce[(H, n_chunks, 1)](k, v, part, n, chunk, n_chunks, *k.stride(), *v.stride(), alpha, D=D,
                                              BLOCK_N=bn, MATH=math, num_warps=warps, num_stages=stages)
         fn()
-        us = sum(t for key, t, _ in cuda_times(fn, 20) if "_stream_reduce" in key) / 20
+        us = kernel_us(fn)["_stream_reduce"]
         rows.append({"pass": "reduce", "variant": "math" if math else "stream", "us": us})
     rows.append({"pass": "reduce", "variant": "pass", "us": real.get("_fwd_reduce")})
     for r in rows:

@@ -931,6 +931,10 @@ def _precision(*tensors: Tensor, grad: bool = False) -> str:
     return "tf32x3" if grad or all(t.dtype == torch.float32 for t in tensors) else "tf32"
 
 
+def _all_16bit(*tensors: Tensor) -> bool:
+    return all(t.dtype in (torch.float16, torch.bfloat16) for t in tensors)
+
+
 def _approx_math(*tensors: Tensor, rope: bool = False) -> bool:
     """tanh.approx and shorter sin/cos series (APPROX) for 16-bit inputs: their errors (~2^-11, 4e-6) sit below
     the inputs' own rounding and the tf32 products they run in; float32 inputs keep the ~1e-7 paths, and so
@@ -941,7 +945,7 @@ def _approx_math(*tensors: Tensor, rope: bool = False) -> bool:
     forced = _forced("NALASR_APPROX_MATH", ("0", "1"))
     if forced:
         return forced == "1"
-    return all(t.dtype in (torch.float16, torch.bfloat16) for t in tensors)
+    return _all_16bit(*tensors)
 
 
 def _reduce_vec4() -> bool:
@@ -984,7 +988,7 @@ def _eye(name: str, *tensors: Tensor) -> bool:
     73.0 against 63.5 µs (wgmma's A operand then converts by shuffles, 270 → 334 instructions), _fwd_reduce
     72.5 (k) / 79.7 (k and v) against 70.2 (sweep_{m,r}.json). Float32 tiles never: the product would be tf32."""
     forced = _forced(f"NALASR_EYE_{name.upper()}", ("0", "1"))
-    return forced != "0" and all(t.dtype in (torch.float16, torch.bfloat16) for t in tensors)
+    return forced != "0" and _all_16bit(*tensors)
 
 
 def _centred(rope: bool, prec_g: str) -> bool:
