@@ -45,6 +45,11 @@ REF_FACTOR = 4.0
 # lays its tiles out differently for 4-column loads (session 13), 2.5e-7 (session 14); EYE_BWD_QUERY 3.9e-6 and
 # EYE_BWD_KEY bitwise equal in fp16 (session 14). A mis-paired token group is off by O(1).
 SWITCH_TOL = {"float16": 1e-4, "float32": 1e-5}
+# NALASR_MAP_F16 changes the map product's operands: float16 rounded to nearest against tf32 truncated (both 11
+# significant bits). On batch3 in the interpreter with the GPU's tf32 truncation, fp16 outputs against float32
+# inputs: 3.6e-4 with it, 8.1e-4 without, 9.1e-4 apart; the gradients do not change. A column scaled by the wrong
+# power of two is off by ≥ 50%.
+MAP_F16_TOL = 2e-3
 
 SMALL = {"BLOCK_N": 16, "CHUNK": 32, "num_warps": 1}  # several chunks and ragged tails at small N
 GPU_CONFIG = {"BLOCK_N": 32, "CHUNK": 64, "num_warps": 4}
@@ -257,6 +262,15 @@ def run_extras(device: str) -> dict:
                    "NALASR_EYE_BWD_KEY"):
         for dtype in ("float16", "float32"):
             out[f"{switch.lower()}_{dtype}"] = max(switch_errors(switch, dtype, device)) <= SWITCH_TOL[dtype]
+    out["map_f16_float16"] = max(switch_errors("NALASR_MAP_F16", "float16", device)) <= MAP_F16_TOL
+    # The float16 product scales S's columns into float16's range: inputs ×30 (S ~ 1e6, past float16's 65504) and
+    # ×0.02 (S ~ 1e-7, float16 subnormals) give the output the same inputs in float32 give.
+    for name, scale in (("large", 30.0), ("small", 0.02)):
+        q, k, v, _, _ = _make({**CASES["batch3"], "dtype": "float16", "scale": scale, "config": None}, device, seed=6)
+        with torch.no_grad():
+            o16 = K.nala_attention_triton(q, k, v)
+            o32 = K.nala_attention_triton(q.float(), k.float(), v.float())
+        out[f"map_f16_{name}_inputs"] = rel_err(o16, o32) <= TOL_OUT["float16"]
     # params=None means the reference defaults; an object with the four attributes works too.
     q, k, v, _, _ = _make({**CASES["d8-dv5"], "config": None}, device, seed=4)
     with torch.no_grad():
@@ -390,6 +404,24 @@ def test_reduce_switches(monkeypatch, name):
     monkeypatch.setenv(var, "on")
     with pytest.raises(ValueError, match=var):
         rule()
+
+
+def test_map_f16_rule(monkeypatch):
+    """NALASR_MAP_F16: the map's float16 product where it would be tf32 without RoPE, unless set to 0 (float32
+    inputs' tf32x3 and RoPE never); any other value is refused with the variable's name."""
+    if not _have_triton():
+        pytest.skip("triton is not installed")
+    sys.path.insert(0, str(ROOT / "kernels"))
+    from nalasr_kernels import nala
+
+    monkeypatch.delenv("NALASR_MAP_F16", raising=False)
+    assert nala._map_f16("tf32", rope=False)
+    assert not nala._map_f16("tf32x3", rope=False) and not nala._map_f16("tf32", rope=True)
+    monkeypatch.setenv("NALASR_MAP_F16", "0")
+    assert not nala._map_f16("tf32", rope=False)
+    monkeypatch.setenv("NALASR_MAP_F16", "on")
+    with pytest.raises(ValueError, match="NALASR_MAP_F16"):
+        nala._map_f16("tf32", rope=False)
 
 
 @pytest.mark.parametrize("name", ["BWD_QUERY", "BWD_KEY"])

@@ -326,6 +326,21 @@ def _query_mag_fwd(x, r, nrm, lam, tau, APPROX: tl.constexpr):
 
 
 @triton.jit
+def _f16_state(s_c, s_s):
+    """The map's S halves (BD, BDV) as float16 product operands, scaled by the power of two that puts their largest
+    entry in [0.5, 1) (exact; float16's range is 2^-24 .. 65504, S's is float32's), and the factor that undoes it.
+    One factor for the tile, not one per column: the per-column factors multiplied every output element again and
+    took the map's gain (59.2 → 63.1 µs, benchmarks/results/h200/session15/call5/sweep_m16.json). All zeros or
+    subnormals stay unscaled."""
+    smax = tl.maximum(tl.max(tl.max(tl.abs(s_c), axis=1), axis=0), tl.max(tl.max(tl.abs(s_s), axis=1), axis=0))
+    e = (smax.to(tl.int32, bitcast=True) >> 23) & 255  # biased exponent: smax in [2^(e−127), 2^(e−126))
+    e = tl.where(e == 0, 126, tl.minimum(e, 253))
+    down = ((253 - e) << 23).to(tl.float32, bitcast=True)  # 2^(126 − e)
+    up = ((e + 1) << 23).to(tl.float32, bitcast=True)  # 2^(e − 126)
+    return (s_c * down).to(tl.float16), (s_s * down).to(tl.float16), up
+
+
+@triton.jit
 def _rope_angle(offs_n, W, freq, offs_d, HALF: tl.constexpr):
     """a = ω_j·pos: angles j < D/2 use the row, D/2 ≤ j < 2·(D/2) the column (freq is 0 beyond). Same float32
     product as rope_angles() in the reference (row · ω), so θ + a rounds the same way."""
@@ -541,9 +556,10 @@ def _fwd_map(
     alpha, lam, tau, eps,
     D: tl.constexpr, DV: tl.constexpr, BD: tl.constexpr, BDV: tl.constexpr,
     ROPE: tl.constexpr, PREC: tl.constexpr, APPROX: tl.constexpr, OFFS64: tl.constexpr, FASTMAG: tl.constexpr,
-    BLOCK_N: tl.constexpr,
+    F16: tl.constexpr, BLOCK_N: tl.constexpr,
 ):
-    """o = φ̃qᵀS / (φqᵀz + ε) for one chunk of queries of one (b, h); S, z stay in registers for the chunk."""
+    """o = φ̃qᵀS / (φqᵀz + ε) for one chunk of queries of one (b, h); S, z stay in registers for the chunk.
+    F16 (see _map_f16): the product takes φ̃q and S as float16, S scaled into range (_f16_state)."""
     pid_h = tl.program_id(0)
     pid_c = tl.program_id(1)
     pid_b = tl.program_id(2)
@@ -552,6 +568,10 @@ def _fwd_map(
     dmask = offs_d < D
     emask = offs_e < DV
     s_c, s_s, z_c, z_s = _load_state(STATE, pid_b * H + pid_h, BD, BDV)
+    if F16:
+        s_c, s_s, up = _f16_state(s_c, s_s)
+    else:
+        up = 1.0
     q_base = _slab(Q, pid_b, pid_h, sq_b, sq_h)
     o_base = _slab(O, pid_b, pid_h, so_b, so_h)
     if ROPE:
@@ -578,9 +598,13 @@ def _fwd_map(
         else:
             c2 = c
             s2 = s
-        num = tl.dot(m * c2, s_c, input_precision=PREC)
-        num = tl.dot(m * s2, s_s, num, input_precision=PREC)
-        o = num * (1.0 / den)[:, None]  # one division per token, not per element
+        if F16:
+            num = tl.dot((m * c2).to(tl.float16), s_c)
+            num = tl.dot((m * s2).to(tl.float16), s_s, num)
+        else:
+            num = tl.dot(m * c2, s_c, input_precision=PREC)
+            num = tl.dot(m * s2, s_s, num, input_precision=PREC)
+        o = num * (up / den)[:, None]  # one division per token, not per element
         tl.store(o_base + rows[:, None] * so_n + offs_e[None, :] * so_d, o.to(O.dtype.element_ty),
                  mask=nmask[:, None] & emask[None, :])
 
@@ -771,6 +795,8 @@ _FWD_CONFIGS = [
     triton.Config({"BLOCK_N": 128}, num_warps=4, num_stages=3),  # more loads in flight per program
     triton.Config({"BLOCK_N": 128}, num_warps=4, num_stages=1),  # the manual prefetch alone
     triton.Config({"BLOCK_N": 256}, num_warps=8, num_stages=1),
+    # with the float16 product (_map_f16), 59.0 µs at 518K against 61.5 for 64 × 4 (session 15, call 6)
+    triton.Config({"BLOCK_N": 64}, num_warps=2, num_stages=2),
 ]
 # _fwd_reduce: one warp a program. Its S product has 16 rows (the φ halves), so a 2-D tl.dot splits only the
 # columns across warps and every warp of a program reads the whole φ operand from shared memory: 4 warps read it 4
@@ -848,11 +874,14 @@ _bwd_key_tuned = _tuned(_bwd_key, _BWD_CONFIGS, 8)
 # and take their own, finer chunks: 3 of _fwd_map's 8-warp programs fit an SM (76 registers), so at 8 per SM its
 # 1,016 programs ran in 2.57 waves, the last 57% full (ncu, session 12). At 518K on the H200, _fwd_map 72.8 →
 # 64.3 µs with 24 (63.3 with 48), the forward 0.183 → 0.175 ms (benchmarks/results/h200/session12/diag_map*.json).
+# 48 since session 15, where every config swept with and without the float16 product ran faster at 48 than at 24:
+# 59.0 / 61.0 µs (64 tokens, 2 warps, F16), 61.5 / 62.1 (64 × 4, F16), 62.8 / 63.7 and 63.9 / 66.1 (tf32;
+# benchmarks/results/h200/session15/call6/sweep_m16.json).
 # _fwd_reduce's one-warp programs (see _REDUCE_CONFIGS) take 32 per SM: 32 warps, as 8 four-warp programs did.
 # NALASR_PROGRAMS_PER_SM_<PASS> (FWD_REDUCE, FWD_MAP, BWD_QUERY, BWD_KEY) sets one, for the sweeps of
 # benchmarks/config_sweep_gpu.py and kernel_diag_gpu.py.
 _PROGRAMS_PER_SM = {name: int(os.environ.get(f"NALASR_PROGRAMS_PER_SM_{name.upper()}", default))
-                    for name, default in (("fwd_reduce", 32), ("fwd_map", 24), ("bwd_query", 8), ("bwd_key", 24))}
+                    for name, default in (("fwd_reduce", 32), ("fwd_map", 48), ("bwd_query", 8), ("bwd_key", 24))}
 
 
 # ================================================================================================ host side
@@ -991,6 +1020,16 @@ def _eye(name: str, *tensors: Tensor) -> bool:
     return forced != "0" and _all_16bit(*tensors)
 
 
+def _map_f16(prec: str, rope: bool) -> bool:
+    """Whether _fwd_map's product takes float16 operands instead of tf32 (default where it would be tf32 and without
+    RoPE; NALASR_MAP_F16=0 keeps tf32). φ̃q = |dir|^p·cos/sin lies in [−1, 1]; S is scaled by a power
+    of two (_f16_state). float16 keeps 11 significant bits rounded to nearest where tf32 keeps 11 truncated
+    (_tf32), and the product is half the tensor-core steps and half the operand bytes through shared memory. On
+    the H200 at 518K: 64.0 → 59.2 µs without scaling S (benchmarks/results/h200/session15/call4/sweep_m16.json).
+    The backward keeps tf32: it recomputes φq itself and never sees this product's rounding."""
+    return prec == "tf32" and not rope and _forced("NALASR_MAP_F16", ("0", "1")) != "0"
+
+
 def _centred(rope: bool, prec_g: str) -> bool:
     """Whether the backward centres the values (see "Conditioning of the backward"): tf32 products without RoPE.
     Centring float32 inputs too (tf32x3) took the N = 1 float32 case from 1.56 to 1.44 times its dq/dk tolerance
@@ -1072,7 +1111,7 @@ def nala_forward(q: Tensor, k: Tensor, v: Tensor, lam: float, tau: float, alpha:
                 q, state, freq, o, n, max(rope_w, 1), h, chunk, bucket,
                 *q.stride(), *o.stride(), float(alpha), float(lam), float(tau), float(eps),
                 D=d, DV=dv, BD=bd, BDV=bdv, ROPE=rope, PREC=prec, APPROX=approx, OFFS64=_offs64(n, q, o),
-                FASTMAG=approx and lam * tau >= 1.5)
+                FASTMAG=approx and lam * tau >= 1.5, F16=_map_f16(prec, rope))
     return o, state
 
 
