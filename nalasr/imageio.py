@@ -386,7 +386,17 @@ def encode_image(picture: Picture, format: str, *, quality: int = DEFAULT_QUALIT
     if format == "TIFF":
         kwargs["compression"] = "tiff_adobe_deflate"  # lossless and much smaller than raw
     buf = io.BytesIO()
-    im.save(buf, format=format, **kwargs)
+    try:
+        im.save(buf, format=format, **kwargs)
+    except (ValueError, OSError) as e:
+        # EXIF read from a damaged file can hold a tag the encoder refuses (libtiff: "Tag value does not match
+        # libtiff field definition"); the pixels are still good, so they are written without it.
+        if "exif" not in kwargs:
+            raise
+        del kwargs["exif"]
+        notes.append(f"EXIF metadata dropped: the {_NAMES[format]} encoder refused it ({e})")
+        buf = io.BytesIO()
+        im.save(buf, format=format, **kwargs)
     return buf.getvalue(), notes
 
 

@@ -255,6 +255,17 @@ def test_icc_and_exif_carried_at_16_bits(tmp_path):
     assert back.icc == pic.icc and back.exif is not None
 
 
+def test_exif_the_encoder_refuses_is_dropped_not_fatal(tmp_path):
+    """EXIF from a damaged file (found by test_fuzz_imageio: tag 0x0120 as a LONG, which libtiff refuses when the
+    TIFF writer turns EXIF into tags): the pixels are written, the note says EXIF was dropped."""
+    bad_exif = (b"Exif\x00\x00II*\x00\x08\x00\x00\x00\x01\x00"  # one IFD entry:
+                b" \x01\x04\x00\x01\x00\x00\x00\x01\x00\x00\x00\x00\x00\x00\x00")  # 0x0120, LONG, 1 value
+    a = pixels(6, 7, 1, np.uint16, seed=2)
+    notes = write_image(tmp_path / "x.tif", Picture(a, exif=bad_exif))
+    assert any("EXIF" in n and "dropped" in n for n in notes)
+    assert np.array_equal(read_image(tmp_path / "x.tif").pixels, a)
+
+
 def test_bmp_says_metadata_is_not_written(tmp_path):
     notes = write_image(tmp_path / "x.bmp", Picture(pixels(4, 4, 3), icc=srgb_icc(), exif=exif_bytes()))
     assert any("BMP" in n and "metadata" in n for n in notes)
