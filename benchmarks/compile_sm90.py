@@ -12,9 +12,10 @@ against the conflict-free minimum, from the register layout and the swizzle of t
 those of 518,400 tokens, 4 heads of 16, fp16 inputs, no RoPE (what ``nala_forward`` / ``nala_backward`` pass);
 BLOCK_N, warps, stages and maxnreg default to the autotuner's picks there (see KERNELS). --vec4 and --zacc are
 _fwd_reduce's VEC4 and ZACC switches (NALASR_REDUCE_VEC4, NALASR_REDUCE_ZACC; ZACC 0 also sets the ones column's
-BDZ = 32), --split _bwd_query's SPLIT (NALASR_REDUCE_SPLIT), --eye the
-backward kernels' EYE (NALASR_EYE_BWD_QUERY / _BWD_KEY), _fwd_map's F16 (NALASR_MAP_F16); all 1 unless given, like the environment switches
-(the bank model covers 2-D tiles only: SPLIT's 3-D operand stores show in the SASS counts, not in the model).
+BDZ = 32), --split _bwd_query's SPLIT (NALASR_REDUCE_SPLIT), --eye the backward kernels' EYE
+(NALASR_EYE_BWD_QUERY / _BWD_KEY), --f16 _fwd_map's F16 (NALASR_MAP_F16); all 1 unless given, like the environment
+switches (the bank model covers 2-D tiles only: SPLIT's 3-D operand stores show in the SASS counts, not in the
+model).
 Needs Triton with its bundled ptxas / nvdisasm (the pip wheel has them); the H200 runs Triton 3.6, so a venv with
 triton==3.6.0 matches it (session 14: benchmarks/results/offline/compile_sm90_session14.txt; 3.9 differs a little,
 e.g. _fwd_map 280 against 270 instructions). The first run (session 10, Triton 3.9;
@@ -209,8 +210,8 @@ def main() -> None:
     name = KERNELS[a.kernel][0].__name__
     os.environ.pop("TRITON_INTERPRET", None)
     params = {p.name for p in KERNELS[a.kernel][0].params}
-    switches = {k: v for k, v in (("VEC4", bool(a.vec4)), ("SPLIT", a.split), ("ZACC", a.zacc), ("EYE", a.eye), ("F16", bool(a.f16)),
-                                  ("BDZ", 16 if a.zacc else 32)) if k in params}
+    switches = {k: v for k, v in (("VEC4", bool(a.vec4)), ("SPLIT", a.split), ("ZACC", a.zacc), ("EYE", a.eye),
+                                  ("F16", bool(a.f16)), ("BDZ", 16 if a.zacc else 32)) if k in params}
     ck = compile_kernel(a.kernel, switches, block_n, warps, stages, maxnreg)
     sass = sass_of(ck.asm["cubin"])
     if a.out:

@@ -47,8 +47,8 @@ REF_FACTOR = 4.0
 SWITCH_TOL = {"float16": 1e-4, "float32": 1e-5}
 # NALASR_MAP_F16 changes the map product's operands: float16 rounded to nearest against tf32 truncated (both 11
 # significant bits). On batch3 in the interpreter with the GPU's tf32 truncation, fp16 outputs against float32
-# inputs: 3.6e-4 with it, 8.1e-4 without, 9.1e-4 apart; the gradients do not change. A column scaled by the wrong
-# power of two is off by ≥ 50%.
+# inputs: 3.6e-4 with it, 8.1e-4 without, 9.1e-4 apart; the gradients do not change. S scaled by the wrong power
+# of two is off by ≥ 50%.
 MAP_F16_TOL = 2e-3
 
 SMALL = {"BLOCK_N": 16, "CHUNK": 32, "num_warps": 1}  # several chunks and ragged tails at small N
@@ -263,7 +263,7 @@ def run_extras(device: str) -> dict:
         for dtype in ("float16", "float32"):
             out[f"{switch.lower()}_{dtype}"] = max(switch_errors(switch, dtype, device)) <= SWITCH_TOL[dtype]
     out["map_f16_float16"] = max(switch_errors("NALASR_MAP_F16", "float16", device)) <= MAP_F16_TOL
-    # The float16 product scales S's columns into float16's range: inputs ×30 (S ~ 1e6, past float16's 65504) and
+    # The float16 product scales S into float16's range: inputs ×30 (S ~ 1e6, past float16's 65504) and
     # ×0.02 (S ~ 1e-7, float16 subnormals) give the output the same inputs in float32 give.
     for name, scale in (("large", 30.0), ("small", 0.02)):
         q, k, v, _, _ = _make({**CASES["batch3"], "dtype": "float16", "scale": scale, "config": None}, device, seed=6)
