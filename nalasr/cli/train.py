@@ -47,8 +47,6 @@ def train_cmd(
     seed: Optional[int] = typer.Option(None),
 ) -> None:
     """Train NaLaSR (single process, or under torchrun with DistributedDataParallel)."""
-    import torch.distributed as dist
-
     from ..train.checkpoint import list_checkpoints
     from ..train.loop import Trainer, resume_config
 
@@ -69,9 +67,11 @@ def train_cmd(
 
     # Everything that can be wrong with the input fails here, before the progress display starts.
     trainer = Trainer(cfg, resume=resume, log=lambda m: console.print(m))
+    done = False
     try:
         if not trainer.dist.main:  # one display per run: rank 0's
-            result = trainer.run()
+            trainer.run()
+            done = True
             return
         columns = (TextColumn("[bold]train"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
                    TextColumn("{task.fields[info]}"), TimeRemainingColumn())
@@ -89,7 +89,7 @@ def train_cmd(
 
             trainer.log = lambda m: bar.console.print(m)
             result = trainer.run(progress)
+            done = True
     finally:
-        if trainer.dist.world > 1 and dist.is_initialized():
-            dist.destroy_process_group()
+        trainer.close(together=done)
     out.print(f"stopped at step {result.step}; weights: " + ", ".join(str(p) for p in result.exported))
