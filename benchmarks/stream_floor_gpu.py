@@ -35,6 +35,7 @@ from nalasr_kernels.nala import (_angle, _chunk, _key_mag, _load_tile, _query_ma
 
 HP = (3.0, 0.5, 1.0, 1e-6, 0, 0, 100.0)  # λ, τ, α, ε, no RoPE
 CONFIGS = {"map": (64, 4, 2), "reduce": (32, 1, 2)}  # BLOCK_N, warps, stages: the picks at 518K (session 14)
+# (the defaults of --map-configs / --reduce-configs, with the passes' programs per SM)
 
 
 @triton.jit
@@ -155,7 +156,9 @@ def _stream_reduce_tma(KD, VD, PART, N, CHUNK, n_chunks, alpha, D: tl.constexpr,
     tl.store(PART + (pid_h * n_chunks + pid_c) * D + tl.arange(0, D), tl.sum(acc, axis=0))
 
 
-def run(n: int, layout: str, tma: list[tuple[int, int, int]]) -> list[dict]:
+def run(n: int, layout: str, tma: list[tuple[int, int, int]], configs: dict[str, list[tuple[int, ...]]]) -> list[dict]:
+    """configs: per pass ("map", "reduce"), (BLOCK_N, warps, stages, programs per SM) of the stream and math
+    variants; tma: (BLOCK_N, warps, stages) of the TMA variants."""
     q, k, v, _ = _inputs(n, layout)
     dev = q.device
     if q.stride(1) == 1:  # channel-major q ("cmajor"): o too, so the map streams whole rows of tokens
@@ -171,12 +174,14 @@ def run(n: int, layout: str, tma: list[tuple[int, int, int]]) -> list[dict]:
 
     nala.nala_forward(q, k, v, *HP)  # autotuning outside the profile
     real = kernel_us(lambda: nala.nala_forward(q, k, v, *HP))
+    for bn, warps, stages, ppsm in configs["map"]:
+        chunk, n_chunks = nala._plan(n, H, dev, ppsm)
+        for math in (False, True):
+            add("map", "math" if math else "stream", lambda math=math: _stream_map[(H, n_chunks, 1)](
+                q, o, n, chunk, *q.stride(), *o.stride(), alpha, lam, tau, D=D, BLOCK_N=bn, MATH=math,
+                num_warps=warps, num_stages=stages), "_stream_map", config=f"{bn}x{warps}x{stages}@{ppsm}")
     bn, warps, stages = CONFIGS["map"]
     chunk, n_chunks = nala._plan(n, H, dev, nala._PROGRAMS_PER_SM["fwd_map"])
-    for math in (False, True):
-        add("map", "math" if math else "stream", lambda math=math: _stream_map[(H, n_chunks, 1)](
-            q, o, n, chunk, *q.stride(), *o.stride(), alpha, lam, tau, D=D, BLOCK_N=bn, MATH=math,
-            num_warps=warps, num_stages=stages), "_stream_map")
     rows.append({"pass": "map", "variant": "pass", "us": real.get("_fwd_map")})
     token_major = q.stride(2) == D and q.stride(3) == 1 and o.is_contiguous()
     if token_major:
@@ -190,13 +195,13 @@ def run(n: int, layout: str, tma: list[tuple[int, int, int]]) -> list[dict]:
                 add("map", "tma math" if math else "tma", lambda math=math: _stream_map_tma[(H, n_chunks)](
                     qd, od, n, chunk, alpha, lam, tau, D=D, BLOCK_N=tbn, MATH=math, STAGES=tstages,
                     num_warps=twarps), "_stream_map_tma", config=f"{tbn}x{twarps}x{tstages}")
-    bn, warps, stages = CONFIGS["reduce"]
-    chunk, n_chunks = nala._plan(n, H, dev, nala._PROGRAMS_PER_SM["fwd_reduce"])
-    part = torch.empty(H * n_chunks * D, device=dev, dtype=torch.float32)
-    for math in (False, True):
-        add("reduce", "math" if math else "stream", lambda math=math: _stream_reduce[(H, n_chunks, 1)](
-            k, v, part, n, chunk, n_chunks, *k.stride(), *v.stride(), alpha, D=D, BLOCK_N=bn, MATH=math,
-            num_warps=warps, num_stages=stages), "_stream_reduce")
+    for bn, warps, stages, ppsm in configs["reduce"]:
+        chunk, n_chunks = nala._plan(n, H, dev, ppsm)
+        part = torch.empty(H * n_chunks * D, device=dev, dtype=torch.float32)
+        for math in (False, True):
+            add("reduce", "math" if math else "stream", lambda math=math: _stream_reduce[(H, n_chunks, 1)](
+                k, v, part, n, chunk, n_chunks, *k.stride(), *v.stride(), alpha, D=D, BLOCK_N=bn, MATH=math,
+                num_warps=warps, num_stages=stages), "_stream_reduce", config=f"{bn}x{warps}x{stages}@{ppsm}")
     rows.append({"pass": "reduce", "variant": "pass", "us": real.get("_fwd_reduce")})
     if token_major:
         for tbn, twarps, tstages in tma:
@@ -220,9 +225,15 @@ def main() -> None:
     ap.add_argument("--layout", default="qkvg", choices=["qkvg", "dense", "cmajor"], help="kernel_diag_gpu._inputs")
     ap.add_argument("--tma", default="64x4x3,128x4x3,256x4x3,128x4x4,256x8x3",
                     help="BLOCK_NxWARPSxSTAGES of the tma variants (token-major layouts only); '' for none")
+    for pas, name in (("map", "fwd_map"), ("reduce", "fwd_reduce")):
+        pick = "x".join(str(x) for x in CONFIGS[pas]) + f"@{nala._PROGRAMS_PER_SM[name]}"
+        ap.add_argument(f"--{pas}-configs", default=pick,
+                        help=f"BLOCK_NxWARPSxSTAGES@PROGRAMS_PER_SM of the {pas}'s stream and math variants")
     a = ap.parse_args()
     tma = [tuple(int(x) for x in c.split("x")) for c in a.tma.split(",") if c]
-    rows = run(a.tokens, a.layout, tma)
+    configs = {pas: [tuple(int(x) for x in c.replace("@", "x").split("x")) for c in text.split(",")]
+               for pas, text in (("map", a.map_configs), ("reduce", a.reduce_configs))}
+    rows = run(a.tokens, a.layout, tma, configs)
     print(f"\nforward passes without their products / math, {a.tokens} tokens, {H}x{D} fp16, {a.layout}:")
     for r in rows:
         gbs = f"{r['gbs']:7.0f} GB/s" if r["gbs"] else "     – GB/s"

@@ -800,7 +800,7 @@ _FWD_CONFIGS = [
 ]
 # _fwd_reduce: one warp a program. Its S product has 16 rows (the φ halves), so a 2-D tl.dot splits only the
 # columns across warps and every warp of a program reads the whole φ operand from shared memory: 4 warps read it 4
-# times. With one warp (and 4 times the programs, see _PROGRAMS_PER_SM) the shared-memory traffic per token is
+# times. With one warp (and more programs, see _PROGRAMS_PER_SM) the shared-memory traffic per token is
 # about half (offline sm_90: 96 instead of 224 wavefronts per 32 tokens with ZACC). On the H200 at 518K:
 # 70.9 µs against 103.8 for the 4-warp pick (benchmarks/results/h200/session13/call1/sweep_r*.json). It takes 128
 # registers (16 warps an SM); capped at 96 it spills and took 109.4 µs (call3/sweep_r.json). The multi-warp
@@ -877,11 +877,15 @@ _bwd_key_tuned = _tuned(_bwd_key, _BWD_CONFIGS, 8)
 # 48 since session 15, where every config swept with and without the float16 product ran faster at 48 than at 24:
 # 59.0 / 61.0 µs (64 tokens, 2 warps, F16), 61.5 / 62.1 (64 × 4, F16), 62.8 / 63.7 and 63.9 / 66.1 (tf32;
 # benchmarks/results/h200/session15/call6/sweep_m16.json).
-# _fwd_reduce's one-warp programs (see _REDUCE_CONFIGS) take 32 per SM: 32 warps, as 8 four-warp programs did.
+# _fwd_reduce's one-warp programs (see _REDUCE_CONFIGS) take 16 per SM since session 15: at 128 registers 16 of
+# them fill an SM, so 16 is one full wave, and half the chunks halve _combine's reading of the partials (the
+# forward's combine took 6.2 µs at 32, every sweep of sessions 13-14). At 518K on the H200 (session 15,
+# call4/sweep_r16.json): reduce + combine 71.9 + 2.8 µs at 16 against 71.3 + 6.3 at 32, the forward graph 137.5
+# against 143.0 µs (16 tokens a program: 75.4 + 2.8 against 79.6 + 5.2).
 # NALASR_PROGRAMS_PER_SM_<PASS> (FWD_REDUCE, FWD_MAP, BWD_QUERY, BWD_KEY) sets one, for the sweeps of
 # benchmarks/config_sweep_gpu.py and kernel_diag_gpu.py.
 _PROGRAMS_PER_SM = {name: int(os.environ.get(f"NALASR_PROGRAMS_PER_SM_{name.upper()}", default))
-                    for name, default in (("fwd_reduce", 32), ("fwd_map", 48), ("bwd_query", 8), ("bwd_key", 24))}
+                    for name, default in (("fwd_reduce", 16), ("fwd_map", 48), ("bwd_query", 8), ("bwd_key", 24))}
 
 
 # ================================================================================================ host side
