@@ -239,9 +239,9 @@ class Trainer:
         error, where another rank may be gone.
 
         DDP's reducer holds the group, and the DDP module sits in a reference cycle: dropping it and collecting
-        it here lets the group and its threads end now. Left to the interpreter's exit they aborted a rank once
-        in ~20 two-process runs ("terminate called without an active exception", after a finished run; the
-        CLI's teardown then dropped no reference at all)."""
+        it here lets the group and its threads end now. Left to the interpreter's exit they aborted a rank in 3 of
+        113 local runs of tests/test_train_ddp.py's resume test ("terminate called without an active exception",
+        after a finished run; the CLI's teardown then dropped no reference at all); 0 of 45 since."""
         if self.dist.world == 1 or not dist.is_initialized():
             return
         if together:
