@@ -180,11 +180,11 @@ def run(n: int, layout: str, tma: list[tuple[int, int, int]], configs: dict[str,
             add("map", "math" if math else "stream", lambda math=math: _stream_map[(H, n_chunks, 1)](
                 q, o, n, chunk, *q.stride(), *o.stride(), alpha, lam, tau, D=D, BLOCK_N=bn, MATH=math,
                 num_warps=warps, num_stages=stages), "_stream_map", config=f"{bn}x{warps}x{stages}@{ppsm}")
-    bn, warps, stages = CONFIGS["map"]
-    chunk, n_chunks = nala._plan(n, H, dev, nala._PROGRAMS_PER_SM["fwd_map"])
     rows.append({"pass": "map", "variant": "pass", "us": real.get("_fwd_map")})
     token_major = q.stride(2) == D and q.stride(3) == 1 and o.is_contiguous()
-    if token_major:
+    if token_major:  # the rows and TMA variants: the map's pick and plan
+        bn, warps, stages = CONFIGS["map"]
+        chunk, n_chunks = nala._plan(n, H, dev, nala._PROGRAMS_PER_SM["fwd_map"])
         rchunk, rn_chunks = nala._plan(n, 1, dev, nala._PROGRAMS_PER_SM["fwd_map"])
         add("map", "rows", lambda: _stream_rows[(rn_chunks,)](
             q, o, n, rchunk, q.stride(1), o.stride(1), HD=H * D, BLOCK_N=bn, num_warps=warps, num_stages=stages),
