@@ -13,8 +13,9 @@ those of 518,400 tokens, 4 heads of 16, fp16 inputs, no RoPE (what ``nala_forwar
 BLOCK_N, warps, stages and maxnreg default to the autotuner's picks there (see KERNELS). --vec4 and --zacc are
 _fwd_reduce's VEC4 and ZACC switches (NALASR_REDUCE_VEC4, NALASR_REDUCE_ZACC; ZACC 0 also sets the ones column's
 BDZ = 32), --split _bwd_query's SPLIT (NALASR_REDUCE_SPLIT), --eye the backward kernels' EYE
-(NALASR_EYE_BWD_QUERY / _BWD_KEY), --f16 _fwd_map's F16 (NALASR_MAP_F16); all 1 unless given, like the environment
-switches (the bank model covers 2-D tiles only: SPLIT's 3-D operand stores show in the SASS counts, not in the
+(NALASR_EYE_BWD_QUERY / _BWD_KEY), --f16 _fwd_map's F16 (NALASR_MAP_F16), all 1 unless given, and --dzacc, --mpow
+_bwd_query's DZACC and MPOW (NALASR_BWD_DZACC, NALASR_BWD_MPOW), 0 unless given, like the environment switches
+(the bank model covers 2-D tiles only: SPLIT's 3-D operand stores show in the SASS counts, not in the
 model).
 Needs Triton with its bundled ptxas / nvdisasm (the pip wheel has them); the H200 runs Triton 3.6, so a venv with
 triton==3.6.0 matches it (session 14: benchmarks/results/offline/compile_sm90_session14.txt; 3.9 differs a little,
@@ -199,6 +200,8 @@ def main() -> None:
     ap.add_argument("--zacc", type=int, choices=(0, 1), default=1, help="NALASR_REDUCE_ZACC (fwd_reduce)")
     ap.add_argument("--f16", type=int, choices=(0, 1), default=1, help="NALASR_MAP_F16 (fwd_map)")
     ap.add_argument("--eye", type=int, choices=(0, 1), default=1, help="NALASR_EYE_BWD_QUERY / _BWD_KEY")
+    ap.add_argument("--dzacc", type=int, choices=(0, 1), default=0, help="NALASR_BWD_DZACC (bwd_query)")
+    ap.add_argument("--mpow", type=int, choices=(0, 1), default=0, help="NALASR_BWD_MPOW (bwd_query)")
     ap.add_argument("--block-n", type=int, help="default: the autotuner's pick at 518K (see KERNELS)")
     ap.add_argument("--warps", type=int)
     ap.add_argument("--stages", type=int)
@@ -211,7 +214,8 @@ def main() -> None:
     os.environ.pop("TRITON_INTERPRET", None)
     params = {p.name for p in KERNELS[a.kernel][0].params}
     switches = {k: v for k, v in (("VEC4", bool(a.vec4)), ("SPLIT", a.split), ("ZACC", a.zacc), ("EYE", a.eye),
-                                  ("F16", bool(a.f16)), ("BDZ", 16 if a.zacc else 32)) if k in params}
+                                  ("F16", bool(a.f16)), ("BDZ", 16 if a.zacc else 32), ("DZACC", bool(a.dzacc)),
+                                  ("MPOW", bool(a.mpow))) if k in params}
     ck = compile_kernel(a.kernel, switches, block_n, warps, stages, maxnreg)
     sass = sass_of(ck.asm["cubin"])
     if a.out:

@@ -302,8 +302,10 @@ def _key_mag_grad(x, lam, LAM_INT: tl.constexpr):
 
 
 @triton.jit
-def _query_mag(dirn, nrm, lam, tau, APPROX: tl.constexpr):
-    """m_q = |dir|^p, p = λ(τ + tanh‖q‖) per token. Returns tanh‖q‖, p (BLOCK_N,), log2|dir| (0 where dir = 0), m."""
+def _query_mag(dirn, nrm, lam, tau, APPROX: tl.constexpr, MPOW: tl.constexpr = False):
+    """m_q = |dir|^p, p = λ(τ + tanh‖q‖) per token. Returns tanh‖q‖, p (BLOCK_N,), log2|dir| (0 where dir = 0), m,
+    and mo: with MPOW |dir|^(p−1) (m formed as mo·|dir|, no second exp2), else m itself (for the caller's unused
+    slot)."""
     tn = _tanh(nrm, APPROX)
     p = lam * (tau + tn)
     a = tl.abs(dirn)
@@ -311,8 +313,13 @@ def _query_mag(dirn, nrm, lam, tau, APPROX: tl.constexpr):
     # float32 there anyway (p ≥ λτ; the default 1.5 takes 1e-38 to 1e-57).
     pos = a >= _FLT_MIN
     l2 = _log2(tl.where(pos, a, 1.0))
-    m = tl.where(pos, tl.exp2(p[:, None] * l2), 0.0)
-    return tn, p, l2, m
+    if MPOW:
+        mo = tl.where(pos, tl.exp2((p - 1.0)[:, None] * l2), 0.0)
+        m = mo * a
+    else:
+        m = tl.where(pos, tl.exp2(p[:, None] * l2), 0.0)
+        mo = m
+    return tn, p, l2, m, mo
 
 
 @triton.jit
@@ -589,7 +596,7 @@ def _fwd_map(
             u, uc = _angle(x * (alpha * r)[:, None], APPROX)
         else:
             dirn = x * r[:, None]
-            tn, p, l2, m = _query_mag(dirn, ss * r, lam, tau, APPROX)
+            tn, p, l2, m, _ = _query_mag(dirn, ss * r, lam, tau, APPROX)
             u, uc = _angle(alpha * dirn, APPROX)
         c, s = _sincos_angle(uc, APPROX)
         den = tl.sum(m * (c * z_c[None, :] + s * z_s[None, :]), axis=1) + eps
@@ -617,9 +624,11 @@ def _bwd_query(
     alpha, lam, tau, eps,
     D: tl.constexpr, DV: tl.constexpr, BD: tl.constexpr, BDV: tl.constexpr,
     ROPE: tl.constexpr, PREC_G: tl.constexpr, CENTRE: tl.constexpr, APPROX: tl.constexpr, OFFS64: tl.constexpr,
-    BLOCK_N: tl.constexpr, SPLIT: tl.constexpr, EYE: tl.constexpr,
+    BLOCK_N: tl.constexpr, SPLIT: tl.constexpr, EYE: tl.constexpr, DZACC: tl.constexpr, MPOW: tl.constexpr,
 ):
-    """Over one chunk of queries: dq (map), and partial dS = Σ φ̃q dnumᵀ, dz = Σ dden·φq (reduce) → PART."""
+    """Over one chunk of queries: dq (map), and partial dS = Σ φ̃q dnumᵀ, dz = Σ dden·φq (reduce) → PART.
+    DZACC (see _bwd_dzacc): dz in elementwise (BLOCK_N, BD) accumulators summed once after the loop, else through
+    the tensor cores. MPOW (see _bwd_mpow): m/dir as sign(dir)·|dir|^(p−1), one exp2 an element, m = that·|dir|."""
     pid_h = tl.program_id(0)
     pid_c = tl.program_id(1)
     pid_b = tl.program_id(2)
@@ -643,8 +652,12 @@ def _bwd_query(
     ds_c = _reduce_acc(BD, BDV, GROUPS)
     ds_s = _reduce_acc(BD, BDV, GROUPS)
     offs_1 = tl.arange(0, 16)
-    dz_c = _reduce_acc(BD, 16, GROUPS)  # column 0 is dz (see dden_col)
-    dz_s = _reduce_acc(BD, 16, GROUPS)
+    if DZACC:
+        dz_c = tl.zeros((BLOCK_N, BD), dtype=tl.float32)
+        dz_s = tl.zeros((BLOCK_N, BD), dtype=tl.float32)
+    else:
+        dz_c = _reduce_acc(BD, 16, GROUPS)  # column 0 is dz (see dden_col)
+        dz_s = _reduce_acc(BD, 16, GROUPS)
     start, end = _chunk(pid_c, CHUNK, N)
     x_next = _load_tile(q_base, start, end, sq_n, offs_d, sq_d, dmask, BLOCK_N, OFFS64)
     g_next = _load_tile(g_base, start, end, sg_n, offs_e, sg_d, emask, BLOCK_N, OFFS64)
@@ -659,7 +672,7 @@ def _bwd_query(
         # ---- recompute the forward for this tile (o in float32, as the reference's autograd sees it)
         ss, r, dirn = _direction(x)
         nrm = ss * r
-        tn, p, l2, m = _query_mag(dirn, nrm, lam, tau, APPROX)
+        tn, p, l2, m, mo = _query_mag(dirn, nrm, lam, tau, APPROX, MPOW)
         u, uc = _angle(alpha * dirn, APPROX)
         c, s = _sincos_angle(uc, APPROX)
         phi_c = m * c
@@ -687,19 +700,24 @@ def _bwd_query(
         dden *= rden                                              # (BLOCK_N,)
         ds_c = _reduce_dot(phi_c2, dnum, ds_c, GROUPS, PREC_G)
         ds_s = _reduce_dot(phi_s2, dnum, ds_s, GROUPS, PREC_G)
-        # dz = Σ dden·φq through the tensor cores too (dden in column 0 of an otherwise zero operand): a column
-        # sum over the tile's tokens would cross warps through shared memory on every tile.
-        dden_col = tl.where(offs_1[None, :] == 0, dden[:, None], 0.0)  # (BLOCK_N, 16)
-        dz_c = _reduce_dot(phi_c, dden_col, dz_c, GROUPS, PREC_G)
-        dz_s = _reduce_dot(phi_s, dden_col, dz_s, GROUPS, PREC_G)
+        if DZACC:
+            dz_c += dden[:, None] * phi_c
+            dz_s += dden[:, None] * phi_s
+        else:  # dden in column 0 of an otherwise zero operand: no column sum over the tile's tokens every tile
+            dden_col = tl.where(offs_1[None, :] == 0, dden[:, None], 0.0)  # (BLOCK_N, 16)
+            dz_c = _reduce_dot(phi_c, dden_col, dz_c, GROUPS, PREC_G)
+            dz_s = _reduce_dot(phi_s, dden_col, dz_s, GROUPS, PREC_G)
         gc = dden[:, None] * z_c[None, :]
         gs = dden[:, None] * z_s[None, :]
         dm, dth = _feature_grad_angle(m, c, s, c2, s2, gc, gs, gc2, gs2, ROPE)
         # ---- θ = clamp((π/4)·tanh(α·dir)) and m = |dir|^p → ∂L/∂dir, ∂L/∂p
         dth = tl.where(tl.abs(u) <= _U_MAX, dth, 0.0)
         ddir = dth * (0.7853981633974483 * alpha) * (1.0 - u * u)
-        pos = tl.abs(dirn) >= _FLT_MIN  # as in _query_mag: m = 0 below
-        ddir += tl.where(pos, _div(dm * p[:, None] * m, tl.where(pos, dirn, 1.0)), 0.0)
+        if MPOW:  # m/dir = sign(dir)·mo; mo = 0 where m is
+            ddir += tl.where(dirn < 0, -dm, dm) * p[:, None] * mo
+        else:
+            pos = tl.abs(dirn) >= _FLT_MIN  # as in _query_mag: m = 0 below
+            ddir += tl.where(pos, _div(dm * p[:, None] * m, tl.where(pos, dirn, 1.0)), 0.0)
         dp = tl.sum(dm * m * l2, axis=1) * 0.6931471805599453     # m·ln|dir| = m·log2|dir|·ln 2; l2 = 0 at dir = 0
         dnrm = dp * lam * (1.0 - tn * tn)
         # ---- dir = x·r and ‖x‖ = Σx²·r, r = (Σx² + 1e-12)^(-1/2)
@@ -708,8 +726,12 @@ def _bwd_query(
         tl.store(dq_base + rows[:, None] * sdq_n + offs_d[None, :] * sdq_d, dx.to(DQ.dtype.element_ty), mask=mask_d)
     ds_c = _reduce_total(ds_c, GROUPS)
     ds_s = _reduce_total(ds_s, GROUPS)
-    dz_c = _column(_reduce_total(dz_c, GROUPS), offs_1, 0)
-    dz_s = _column(_reduce_total(dz_s, GROUPS), offs_1, 0)
+    if DZACC:
+        dz_c = tl.sum(dz_c, axis=0)
+        dz_s = tl.sum(dz_s, axis=0)
+    else:
+        dz_c = _column(_reduce_total(dz_c, GROUPS), offs_1, 0)
+        dz_s = _column(_reduce_total(dz_s, GROUPS), offs_1, 0)
     _store_state(PART, (pid_b * H + pid_h) * n_chunks + pid_c, ds_c, ds_s, dz_c, dz_s, BD, BDV, BDV)
 
 
@@ -1024,6 +1046,20 @@ def _eye(name: str, *tensors: Tensor) -> bool:
     return forced != "0" and _all_16bit(*tensors)
 
 
+def _bwd_dzacc() -> bool:
+    """Whether _bwd_query sums dz = Σ dden·φq in elementwise (BLOCK_N, BD) accumulators, reduced over the tokens once
+    after the loop (NALASR_BWD_DZACC=1), as _fwd_reduce sums z, instead of through the tensor cores with dden in
+    column 0 of a (BLOCK_N, 16) operand (default): two products a tile fewer, float32 instead of tf32 terms."""
+    return _forced("NALASR_BWD_DZACC", ("0", "1")) == "1"
+
+
+def _bwd_mpow(approx: bool) -> bool:
+    """Whether _bwd_query forms m/dir (for ∂m/∂dir = p·m/dir) as sign(dir)·|dir|^(p−1) with one exp2, and m from
+    it times |dir| (NALASR_BWD_MPOW=1), instead of m = |dir|^p and a division an element (default): one MUFU
+    operation an element fewer. 16-bit inputs only (APPROX): the rounding of m changes by a few float32 ulps."""
+    return approx and _forced("NALASR_BWD_MPOW", ("0", "1")) == "1"
+
+
 def _map_f16(prec: str, rope: bool) -> bool:
     """Whether _fwd_map's product takes float16 operands instead of tf32 (default where it would be tf32 and without
     RoPE; NALASR_MAP_F16=0 keeps tf32). φ̃q = |dir|^p·cos/sin lies in [−1, 1]; S is scaled by a power
@@ -1143,7 +1179,7 @@ def nala_backward(do: Tensor, q: Tensor, k: Tensor, v: Tensor, state: Tensor, la
                 *q.stride(), *do.stride(), *dq.stride(), float(alpha), float(lam), float(tau), float(eps),
                 D=d, DV=dv, BD=bd, BDV=bdv, ROPE=rope, PREC_G=prec_g, CENTRE=centre, APPROX=approx,
                 OFFS64=_offs64(n, q, do, dq), SPLIT=int(_reduce_split()),
-                EYE=_eye("bwd_query", q, do))
+                EYE=_eye("bwd_query", q, do), DZACC=_bwd_dzacc(), MPOW=_bwd_mpow(approx))
         _combine_launch(part, dstate, b * h, n_chunks, 1.0 / n, state_n)
         chunk, n_chunks = _plan(n, b * h, dev, _PROGRAMS_PER_SM["bwd_key"])
         _launch(_bwd_key_tuned, _bwd_key, (h, n_chunks, b),
