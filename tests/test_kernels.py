@@ -50,6 +50,11 @@ SWITCH_TOL = {"float16": 1e-4, "float32": 1e-5}
 # inputs: 3.6e-4 with it, 8.1e-4 without, 9.1e-4 apart; the gradients do not change. S scaled by the wrong power
 # of two is off by ≥ 50%.
 MAP_F16_TOL = 2e-3
+# NALASR_BWD_DZACC sums dz's terms in float32 instead of tf32 products: in the interpreter with the GPU's tf32
+# truncation, batch3's gradient moves by 1.5e-4 in fp16 (output rounding flips) and 2.9e-8 in fp32, and the gradients'
+# errors against the float64 reference stay the same to three digits in every 16-bit case; a dz summed over the
+# wrong tokens or columns is off by O(1). NALASR_BWD_MPOW (16-bit inputs only): 8.7e-6 in fp16.
+BWD_DZACC_TOL = {"float16": 1e-3, "float32": 1e-5}
 
 SMALL = {"BLOCK_N": 16, "CHUNK": 32, "num_warps": 1}  # several chunks and ragged tails at small N
 GPU_CONFIG = {"BLOCK_N": 32, "CHUNK": 64, "num_warps": 4}
@@ -263,6 +268,10 @@ def run_extras(device: str) -> dict:
         for dtype in ("float16", "float32"):
             out[f"{switch.lower()}_{dtype}"] = max(switch_errors(switch, dtype, device)) <= SWITCH_TOL[dtype]
     out["map_f16_float16"] = max(switch_errors("NALASR_MAP_F16", "float16", device)) <= MAP_F16_TOL
+    # _bwd_query's NALASR_BWD_DZACC (where dz is summed) and NALASR_BWD_MPOW (m/dir as one power; 16-bit only).
+    for dtype in ("float16", "float32"):
+        out[f"bwd_dzacc_{dtype}"] = max(switch_errors("NALASR_BWD_DZACC", dtype, device)) <= BWD_DZACC_TOL[dtype]
+    out["bwd_mpow_float16"] = max(switch_errors("NALASR_BWD_MPOW", "float16", device)) <= SWITCH_TOL["float16"]
     # The float16 product scales S into float16's range: inputs ×30 (S ~ 1e6, past float16's 65504) and
     # ×0.02 (S ~ 1e-7, float16 subnormals) give the output the same inputs in float32 give.
     for name, scale in (("large", 30.0), ("small", 0.02)):
@@ -422,6 +431,26 @@ def test_map_f16_rule(monkeypatch):
     monkeypatch.setenv("NALASR_MAP_F16", "on")
     with pytest.raises(ValueError, match="NALASR_MAP_F16"):
         nala._map_f16("tf32", rope=False)
+
+
+def test_bwd_query_rules(monkeypatch):
+    """NALASR_BWD_DZACC: on unless set to 0; NALASR_BWD_MPOW: on for 16-bit inputs (APPROX) unless set to 0, never
+    for float32; any other value is refused with the variable's name."""
+    if not _have_triton():
+        pytest.skip("triton is not installed")
+    sys.path.insert(0, str(ROOT / "kernels"))
+    from nalasr_kernels import nala
+
+    for var in ("NALASR_BWD_DZACC", "NALASR_BWD_MPOW"):
+        monkeypatch.delenv(var, raising=False)
+    assert nala._bwd_dzacc() and nala._bwd_mpow(approx=True) and not nala._bwd_mpow(approx=False)
+    monkeypatch.setenv("NALASR_BWD_DZACC", "0")
+    monkeypatch.setenv("NALASR_BWD_MPOW", "0")
+    assert not nala._bwd_dzacc() and not nala._bwd_mpow(approx=True)
+    for var, rule in (("NALASR_BWD_DZACC", nala._bwd_dzacc), ("NALASR_BWD_MPOW", lambda: nala._bwd_mpow(True))):
+        monkeypatch.setenv(var, "yes")
+        with pytest.raises(ValueError, match=var):
+            rule()
 
 
 @pytest.mark.parametrize("name", ["BWD_QUERY", "BWD_KEY"])

@@ -1048,16 +1048,21 @@ def _eye(name: str, *tensors: Tensor) -> bool:
 
 def _bwd_dzacc() -> bool:
     """Whether _bwd_query sums dz = Σ dden·φq in elementwise (BLOCK_N, BD) accumulators, reduced over the tokens once
-    after the loop (NALASR_BWD_DZACC=1), as _fwd_reduce sums z, instead of through the tensor cores with dden in
-    column 0 of a (BLOCK_N, 16) operand (default): two products a tile fewer, float32 instead of tf32 terms."""
-    return _forced("NALASR_BWD_DZACC", ("0", "1")) == "1"
+    after the loop (default; NALASR_BWD_DZACC=0 for the tensor cores), as _fwd_reduce sums z, instead of through
+    two products a tile with dden in column 0 of a (BLOCK_N, 16) operand. The terms are float32, not tf32. On the
+    H200 at 518K: 206.2 → 192.3 µs alone, 181.4 → 169.9 with _bwd_mpow (benchmarks/results/h200/session16/call2/
+    sweep_q_dz{,m}.json), though offline it takes 223 against 205 registers and stages φq through shared memory for
+    the dS product (Triton's choice once φq feeds one product instead of two)."""
+    return _forced("NALASR_BWD_DZACC", ("0", "1")) != "0"
 
 
 def _bwd_mpow(approx: bool) -> bool:
-    """Whether _bwd_query forms m/dir (for ∂m/∂dir = p·m/dir) as sign(dir)·|dir|^(p−1) with one exp2, and m from
-    it times |dir| (NALASR_BWD_MPOW=1), instead of m = |dir|^p and a division an element (default): one MUFU
-    operation an element fewer. 16-bit inputs only (APPROX): the rounding of m changes by a few float32 ulps."""
-    return approx and _forced("NALASR_BWD_MPOW", ("0", "1")) == "1"
+    """Whether _bwd_query forms m/dir (for ∂m/∂dir = p·m/dir) as sign(dir)·|dir|^(p−1) with one exp2, and m as that
+    times |dir| (default for 16-bit inputs, APPROX; NALASR_BWD_MPOW=0 for m = |dir|^p and a division an element):
+    one MUFU operation, a select and a dependent division an element fewer. On the H200 at 518K: 206.2 → 181.4 µs
+    (benchmarks/results/h200/session16/call2/sweep_q_dz{,m}.json). Float32 inputs keep the division: m's rounding
+    changes by a few ulps, and their N = 1 gradient case sits near its tolerance (see _sincos_angle)."""
+    return approx and _forced("NALASR_BWD_MPOW", ("0", "1")) != "0"
 
 
 def _map_f16(prec: str, rope: bool) -> bool:
