@@ -563,7 +563,7 @@ def _fwd_map(
     alpha, lam, tau, eps,
     D: tl.constexpr, DV: tl.constexpr, BD: tl.constexpr, BDV: tl.constexpr,
     ROPE: tl.constexpr, PREC: tl.constexpr, APPROX: tl.constexpr, OFFS64: tl.constexpr, FASTMAG: tl.constexpr,
-    F16: tl.constexpr, BLOCK_N: tl.constexpr,
+    F16: tl.constexpr, BLOCK_N: tl.constexpr, EYE: tl.constexpr = False,
 ):
     """o = φ̃qᵀS / (φqᵀz + ε) for one chunk of queries of one (b, h); S, z stay in registers for the chunk.
     F16 (see _map_f16): the product takes φ̃q and S as float16, S scaled into range (_f16_state)."""
@@ -587,7 +587,7 @@ def _fwd_map(
     x_next = _load_tile(q_base, start, end, sq_n, offs_d, sq_d, dmask, BLOCK_N, OFFS64)
     for n0 in tl.range(start, end, BLOCK_N):
         offs_n, nmask, rows = _token_rows(n0, end, BLOCK_N, OFFS64)
-        x = x_next.to(tl.float32)
+        x = _upcast(x_next, offs_d, EYE)
         x_next = _load_tile(q_base, n0 + BLOCK_N, end, sq_n, offs_d, sq_d, dmask, BLOCK_N, OFFS64)
         ss = tl.sum(x * x, axis=1)
         r = tl.rsqrt(ss + 1e-12)
@@ -1075,6 +1075,15 @@ def _map_f16(prec: str, rope: bool) -> bool:
     return prec == "tf32" and not rope and _forced("NALASR_MAP_F16", ("0", "1")) != "0"
 
 
+def _eye_map(f16: bool, q: Tensor) -> bool:
+    """Whether _fwd_map takes its 16-bit q tiles to float32 as q·I (see _upcast; NALASR_EYE_FWD_MAP=1, off by
+    default), with the float16 product only: then φ̃q, computed in the product's accumulator layout, becomes its A
+    operand in registers (16-bit operands: the accumulator's layout is the operand's), where from the load's
+    layout it goes through shared memory. Offline sm_90 (benchmarks/compile_sm90.py --kernel fwd_map --eye 1, 64
+    tokens, 4 warps): 273 → 286 instructions, 5 → 3 barriers a warp and tile, 69 → 51 registers."""
+    return f16 and _forced("NALASR_EYE_FWD_MAP", ("0", "1")) == "1" and _all_16bit(q)
+
+
 def _centred(rope: bool, prec_g: str) -> bool:
     """Whether the backward centres the values (see "Conditioning of the backward"): tf32 products without RoPE.
     Centring float32 inputs too (tf32x3) took the N = 1 float32 case from 1.56 to 1.44 times its dq/dk tolerance
@@ -1152,11 +1161,12 @@ def nala_forward(q: Tensor, k: Tensor, v: Tensor, lam: float, tau: float, alpha:
                 ROPE=rope, PREC=prec, APPROX=approx, OFFS64=_offs64(n, k, v), VEC4=_reduce_vec4(), ZACC=zacc)
         _combine_launch(part, state, b * h, n_chunks, 1.0 / n, state_n)
         chunk, n_chunks = _plan(n, b * h, dev, _PROGRAMS_PER_SM["fwd_map"])
+        f16 = _map_f16(prec, rope)
         _launch(_fwd_map_tuned, _fwd_map, (h, n_chunks, b),
                 q, state, freq, o, n, max(rope_w, 1), h, chunk, bucket,
                 *q.stride(), *o.stride(), float(alpha), float(lam), float(tau), float(eps),
                 D=d, DV=dv, BD=bd, BDV=bdv, ROPE=rope, PREC=prec, APPROX=approx, OFFS64=_offs64(n, q, o),
-                FASTMAG=approx and lam * tau >= 1.5, F16=_map_f16(prec, rope))
+                FASTMAG=approx and lam * tau >= 1.5, F16=f16, EYE=_eye_map(f16, q))
     return o, state
 
 
