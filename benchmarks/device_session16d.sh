@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# (Run at 91d7982; the switch was dropped from main after this call and lives on branch eye-map.)
 # Issue 5, session 16 call 4: _fwd_map with its q tiles through q·I (NALASR_EYE_FWD_MAP=1, off by default): with the
 # float16 product, φ̃q then becomes the A operand in registers instead of through shared memory (offline: 5 → 3
 # barriers, 69 → 51 registers at 64 × 4). The map's configs with it off and on, then the GPU kernel tests and the

@@ -261,10 +261,10 @@ def run_extras(device: str) -> dict:
     # products (the same tf32 operands, another fp32 summation order), NALASR_REDUCE_ZACC where z is summed (the
     # tf32-truncated φk either way: a ones column in the S product or an elementwise accumulator). Off must agree
     # with on, output and gradients; a tile's groups paired with the wrong tokens would be off by O(1).
-    # NALASR_EYE_BWD_QUERY / _BWD_KEY / _FWD_MAP only move a kernel's 16-bit tiles to float32 through an exact
-    # product (on the GPU a different layout, hence fp32 summation order; in the interpreter nothing).
+    # NALASR_EYE_BWD_QUERY / _BWD_KEY only move the backward's 16-bit tiles to float32 through an exact product
+    # (on the GPU a different layout, hence fp32 summation order; in the interpreter nothing).
     for switch in ("NALASR_REDUCE_VEC4", "NALASR_REDUCE_SPLIT", "NALASR_REDUCE_ZACC", "NALASR_EYE_BWD_QUERY",
-                   "NALASR_EYE_BWD_KEY", "NALASR_EYE_FWD_MAP"):
+                   "NALASR_EYE_BWD_KEY"):
         for dtype in ("float16", "float32"):
             out[f"{switch.lower()}_{dtype}"] = max(switch_errors(switch, dtype, device)) <= SWITCH_TOL[dtype]
     out["map_f16_float16"] = max(switch_errors("NALASR_MAP_F16", "float16", device)) <= MAP_F16_TOL

@@ -563,7 +563,7 @@ def _fwd_map(
     alpha, lam, tau, eps,
     D: tl.constexpr, DV: tl.constexpr, BD: tl.constexpr, BDV: tl.constexpr,
     ROPE: tl.constexpr, PREC: tl.constexpr, APPROX: tl.constexpr, OFFS64: tl.constexpr, FASTMAG: tl.constexpr,
-    F16: tl.constexpr, BLOCK_N: tl.constexpr, EYE: tl.constexpr = False,
+    F16: tl.constexpr, BLOCK_N: tl.constexpr,
 ):
     """o = φ̃qᵀS / (φqᵀz + ε) for one chunk of queries of one (b, h); S, z stay in registers for the chunk.
     F16 (see _map_f16): the product takes φ̃q and S as float16, S scaled into range (_f16_state)."""
@@ -587,7 +587,7 @@ def _fwd_map(
     x_next = _load_tile(q_base, start, end, sq_n, offs_d, sq_d, dmask, BLOCK_N, OFFS64)
     for n0 in tl.range(start, end, BLOCK_N):
         offs_n, nmask, rows = _token_rows(n0, end, BLOCK_N, OFFS64)
-        x = _upcast(x_next, offs_d, EYE)
+        x = x_next.to(tl.float32)
         x_next = _load_tile(q_base, n0 + BLOCK_N, end, sq_n, offs_d, sq_d, dmask, BLOCK_N, OFFS64)
         ss = tl.sum(x * x, axis=1)
         r = tl.rsqrt(ss + 1e-12)
@@ -906,8 +906,10 @@ _bwd_key_tuned = _tuned(_bwd_key, _BWD_CONFIGS, 8)
 # against 143.0 µs (16 tokens a program: 75.4 + 2.8 against 79.6 + 5.2).
 # NALASR_PROGRAMS_PER_SM_<PASS> (FWD_REDUCE, FWD_MAP, BWD_QUERY, BWD_KEY) sets one, for the sweeps of
 # benchmarks/config_sweep_gpu.py and kernel_diag_gpu.py.
+# _bwd_key takes 32 since session 16: 126.8 against 128.5 µs at 24 (64 tokens, 4 warps, 2 stages; 127.4 against
+# 129.1 with 1 stage; benchmarks/results/h200/session16/call5/sweep_k_pp.json).
 _PROGRAMS_PER_SM = {name: int(os.environ.get(f"NALASR_PROGRAMS_PER_SM_{name.upper()}", default))
-                    for name, default in (("fwd_reduce", 16), ("fwd_map", 48), ("bwd_query", 8), ("bwd_key", 24))}
+                    for name, default in (("fwd_reduce", 16), ("fwd_map", 48), ("bwd_query", 8), ("bwd_key", 32))}
 
 
 # ================================================================================================ host side
@@ -1041,7 +1043,10 @@ def _eye(name: str, *tensors: Tensor) -> bool:
     207.6 µs (its best config, 16 tokens on one warp, 292.0 without), _bwd_key 163.3 → 131.6 (the k tile alone:
     140.6; benchmarks/results/h200/session14/call2/sweep_{q,k}.json). Not in the forward kernels: _fwd_map took
     73.0 against 63.5 µs (wgmma's A operand then converts by shuffles, 270 → 334 instructions), _fwd_reduce
-    72.5 (k) / 79.7 (k and v) against 70.2 (sweep_{m,r}.json). Float32 tiles never: the product would be tf32."""
+    72.5 (k) / 79.7 (k and v) against 70.2 (sweep_{m,r}.json); _fwd_map with its float16 product, where φ̃q then
+    is the A operand in registers without any conversion (offline 5 → 3 barriers, 69 → 51 registers): 63.8
+    against 58.8 µs (64 tokens, 2 warps), 64.9 against 61.8 (4 warps; session16/call4/sweep_m_eye.json, branch
+    eye-map). Float32 tiles never: the product would be tf32."""
     forced = _forced(f"NALASR_EYE_{name.upper()}", ("0", "1"))
     return forced != "0" and _all_16bit(*tensors)
 
@@ -1073,15 +1078,6 @@ def _map_f16(prec: str, rope: bool) -> bool:
     the H200 at 518K: 64.0 → 59.2 µs without scaling S (benchmarks/results/h200/session15/call4/sweep_m16.json).
     The backward keeps tf32: it recomputes φq itself and never sees this product's rounding."""
     return prec == "tf32" and not rope and _forced("NALASR_MAP_F16", ("0", "1")) != "0"
-
-
-def _eye_map(f16: bool, q: Tensor) -> bool:
-    """Whether _fwd_map takes its 16-bit q tiles to float32 as q·I (see _upcast; NALASR_EYE_FWD_MAP=1, off by
-    default), with the float16 product only: then φ̃q, computed in the product's accumulator layout, becomes its A
-    operand in registers (16-bit operands: the accumulator's layout is the operand's), where from the load's
-    layout it goes through shared memory. Offline sm_90 (benchmarks/compile_sm90.py --kernel fwd_map --eye 1, 64
-    tokens, 4 warps): 273 → 286 instructions, 5 → 3 barriers a warp and tile, 69 → 51 registers."""
-    return f16 and _forced("NALASR_EYE_FWD_MAP", ("0", "1")) == "1" and _all_16bit(q)
 
 
 def _centred(rope: bool, prec_g: str) -> bool:
@@ -1161,12 +1157,11 @@ def nala_forward(q: Tensor, k: Tensor, v: Tensor, lam: float, tau: float, alpha:
                 ROPE=rope, PREC=prec, APPROX=approx, OFFS64=_offs64(n, k, v), VEC4=_reduce_vec4(), ZACC=zacc)
         _combine_launch(part, state, b * h, n_chunks, 1.0 / n, state_n)
         chunk, n_chunks = _plan(n, b * h, dev, _PROGRAMS_PER_SM["fwd_map"])
-        f16 = _map_f16(prec, rope)
         _launch(_fwd_map_tuned, _fwd_map, (h, n_chunks, b),
                 q, state, freq, o, n, max(rope_w, 1), h, chunk, bucket,
                 *q.stride(), *o.stride(), float(alpha), float(lam), float(tau), float(eps),
                 D=d, DV=dv, BD=bd, BDV=bdv, ROPE=rope, PREC=prec, APPROX=approx, OFFS64=_offs64(n, q, o),
-                FASTMAG=approx and lam * tau >= 1.5, F16=f16, EYE=_eye_map(f16, q))
+                FASTMAG=approx and lam * tau >= 1.5, F16=_map_f16(prec, rope))
     return o, state
 
 
