@@ -54,7 +54,6 @@ FLOATS = {"alpha", "lam", "tau", "eps"}
 # latest recorded on the H200, benchmarks/results/h200/session14/call3/diag.json ("registers", N_BUCKET 2097152).
 KERNELS = {
     "fwd_reduce": (nala._fwd_reduce, "K V FREQ PART", (32, 1, 2, None)),
-    "fwd_reduce_t": (nala._fwd_reduce_t, "K V PART", (32, 1, 2, None)),
     "fwd_map": (nala._fwd_map, "Q STATE FREQ O", (64, 2, 2, None)),
     "bwd_query": (nala._bwd_query, "Q DO STATE FREQ DQ PART", (16, 1, 2, None)),
     "bwd_key": (nala._bwd_key, "K V STATE DSTATE FREQ DK DV_", (64, 4, 1, None)),

@@ -30,7 +30,7 @@ import triton
 from kernel_diag_gpu import _inputs, graph_ms, kernel_us  # noqa: E402  (benchmarks/ is the script's directory)
 from nalasr_kernels import nala
 
-PASSES = ("fwd_reduce", "fwd_reduce_t", "fwd_map", "bwd_query", "bwd_key", "combine")
+PASSES = ("fwd_reduce", "fwd_map", "bwd_query", "bwd_key", "combine")
 HP = (3.0, 0.5, 1.0, 1e-6, 0, 0, 100.0)
 
 
@@ -89,8 +89,7 @@ def main() -> None:
     _, state = fwd()
     bwd = lambda: nala.nala_backward(do, q, k, v, state, *HP)  # noqa: E731
     run = bwd if a.pas.startswith("bwd") else fwd
-    own = {"fwd_reduce": ("_fwd_reduce", "_combine"), "fwd_reduce_t": ("_fwd_reduce_t", "_combine"),
-           "fwd_map": ("_fwd_map",),
+    own = {"fwd_reduce": ("_fwd_reduce", "_combine"), "fwd_map": ("_fwd_map",),
            "bwd_query": ("_bwd_query", "_combine"), "bwd_key": ("_bwd_key",)}[a.pas]
     var, values = (a.env.split("=", 1)[0], a.env.split("=", 1)[1].split(",")) if a.env else (None, [None])
     plain, tuned_name = getattr(nala, f"_{a.pas}"), f"_{a.pas}_tuned"

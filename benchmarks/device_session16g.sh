@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# (Run at the commit that added _fwd_reduce_t; main dropped it after this call, branch reduce-t keeps it.)
 # Issue 5, session 16 call 7: the transposed forward reduce (_fwd_reduce_t, NALASR_REDUCE_T=1, off by default):
 # φkᵀ computed in the accumulator layout of I·kᵀ is the float16 A operand of S += φkᵀ·v in registers, v goes to
 # shared memory as loaded (offline sm_90 at 32 × 1: 639 against 538 instructions, 16 against 48 store wavefronts,

@@ -505,56 +505,6 @@ def _fwd_reduce(
     _store_state(PART, (pid_b * H + pid_h) * n_chunks + pid_c, acc_c, acc_s, z_c, z_s, BD, BDV, BDZ)
 
 
-@triton.jit(do_not_specialize=["N", "n_chunks", "N_BUCKET"])
-def _fwd_reduce_t(
-    K, V, PART,
-    N, H, CHUNK, n_chunks, N_BUCKET,
-    sk_b, sk_n, sk_h, sk_d, sv_b, sv_n, sv_h, sv_d,
-    alpha, lam,
-    D: tl.constexpr, DV: tl.constexpr, BD: tl.constexpr, BDV: tl.constexpr,
-    LAM_INT: tl.constexpr, OFFS64: tl.constexpr, BLOCK_N: tl.constexpr,
-):
-    """_fwd_reduce for float16 inputs without RoPE (see _reduce_t) with φk transposed: kᵀ (BD, BLOCK_N) reaches float32
-    as I·kᵀ on the tensor cores, so φkᵀ is computed in the products' accumulator layout, which for 16-bit operands
-    is the A-operand layout of S += φkᵀ·v: φkᵀ goes to the product from registers, v (float16, exact) from shared
-    memory as loaded, where _fwd_reduce stages both float32 operands. φk is scaled per tile by the power of two that
-    puts its largest entry in [0.5, 1) (|k|^λ has no bound float16 could hold), undone on the tile's product; z
-    sums the same float16 values times that power, what the product multiplies."""
-    pid_h = tl.program_id(0)
-    pid_c = tl.program_id(1)
-    pid_b = tl.program_id(2)
-    offs_d = tl.arange(0, BD)
-    offs_e = tl.arange(0, BDV)
-    dmask = offs_d < D
-    emask = offs_e < DV
-    eye = (offs_d[:, None] == offs_d[None, :]).to(tl.float16)
-    k_base = _slab(K, pid_b, pid_h, sk_b, sk_h)
-    v_base = _slab(V, pid_b, pid_h, sv_b, sv_h)
-    acc_c = tl.zeros((BD, BDV), dtype=tl.float32)
-    acc_s = tl.zeros((BD, BDV), dtype=tl.float32)
-    za_c = tl.zeros((BD, BLOCK_N), dtype=tl.float32)
-    za_s = tl.zeros((BD, BLOCK_N), dtype=tl.float32)
-    start, end = _chunk(pid_c, CHUNK, N)
-    x_next = _load_tile(k_base, start, end, sk_n, offs_d, sk_d, dmask, BLOCK_N, OFFS64)
-    v_next = _load_tile(v_base, start, end, sv_n, offs_e, sv_d, emask, BLOCK_N, OFFS64)
-    for n0 in tl.range(start, end, BLOCK_N):
-        x = tl.dot(eye, tl.trans(x_next))                                         # (BD, BLOCK_N) kᵀ, exact
-        vv = v_next
-        x_next = _load_tile(k_base, n0 + BLOCK_N, end, sk_n, offs_d, sk_d, dmask, BLOCK_N, OFFS64)
-        v_next = _load_tile(v_base, n0 + BLOCK_N, end, sv_n, offs_e, sv_d, emask, BLOCK_N, OFFS64)
-        r = tl.rsqrt(tl.sum(x * x, axis=0) + 1e-12)                              # (BLOCK_N,)
-        u, uc = _angle(x * (alpha * r)[None, :], True)
-        m = _key_mag(x, lam, LAM_INT)
-        c, s = _sincos_angle(uc, True)
-        fc16, fs16, up = _f16_state(m * c, m * s)
-        za_c += fc16.to(tl.float32) * up
-        za_s += fs16.to(tl.float32) * up
-        acc_c += tl.dot(fc16, vv) * up
-        acc_s += tl.dot(fs16, vv) * up
-    _store_state(PART, (pid_b * H + pid_h) * n_chunks + pid_c, acc_c, acc_s, tl.sum(za_c, axis=1),
-                 tl.sum(za_s, axis=1), BD, BDV, BDV)
-
-
 @triton.jit(do_not_specialize=["n_chunks"])
 def _combine(PART, OUT, n_chunks, scale, STATE: tl.constexpr, BLOCK: tl.constexpr, CB: tl.constexpr):
     """OUT[bh, :] = scale · Σ_c PART[bh, c, :], summed in a fixed order (bitwise reproducible)."""
@@ -936,7 +886,6 @@ def _tuned(kernel, configs, limit: int, key: list[str] = _TUNE_KEY):
 
 
 _fwd_reduce_tuned = _tuned(_fwd_reduce, _REDUCE_CONFIGS, 16)
-_fwd_reduce_t_tuned = _tuned(_fwd_reduce_t, _REDUCE_CONFIGS, 16, ["N_BUCKET", "D", "DV"])  # never RoPE
 _fwd_map_tuned = _tuned(_fwd_map, _FWD_CONFIGS, 16)
 _bwd_query_tuned = _tuned(_bwd_query, _BWD_CONFIGS, 8)
 _bwd_key_tuned = _tuned(_bwd_key, _BWD_CONFIGS, 8)
@@ -960,7 +909,7 @@ _bwd_key_tuned = _tuned(_bwd_key, _BWD_CONFIGS, 8)
 # _bwd_key takes 32 since session 16: 126.8 against 128.5 µs at 24 (64 tokens, 4 warps, 2 stages; 127.4 against
 # 129.1 with 1 stage; benchmarks/results/h200/session16/call5/sweep_k_pp.json).
 _PROGRAMS_PER_SM = {name: int(os.environ.get(f"NALASR_PROGRAMS_PER_SM_{name.upper()}", default))
-                    for name, default in (("fwd_reduce", 16), ("fwd_reduce_t", 16), ("fwd_map", 48), ("bwd_query", 8), ("bwd_key", 32))}
+                    for name, default in (("fwd_reduce", 16), ("fwd_map", 48), ("bwd_query", 8), ("bwd_key", 32))}
 
 
 # ================================================================================================ host side
@@ -1102,13 +1051,6 @@ def _eye(name: str, *tensors: Tensor) -> bool:
     return forced != "0" and _all_16bit(*tensors)
 
 
-def _reduce_t(prec: str, rope: bool, k: Tensor, v: Tensor) -> bool:
-    """Whether the forward reduce is _fwd_reduce_t (NALASR_REDUCE_T=1; off by default): float16 k and v (v enters its
-    float16 product as loaded; bfloat16 values would round), tf32 products, no RoPE."""
-    on = _forced("NALASR_REDUCE_T", ("0", "1")) == "1"
-    return on and prec == "tf32" and not rope and k.dtype == v.dtype == torch.float16
-
-
 def _bwd_dzacc() -> bool:
     """Whether _bwd_query sums dz = Σ dden·φq in elementwise (BLOCK_N, BD) accumulators, reduced over the tokens once
     after the loop (default; NALASR_BWD_DZACC=0 for the tensor cores), as _fwd_reduce sums z, instead of through
@@ -1206,20 +1148,13 @@ def nala_forward(q: Tensor, k: Tensor, v: Tensor, lam: float, tau: float, alpha:
     bucket = _pow2(b * n * h)
     zacc = rope or (_reduce_zacc() and prec == "tf32")
     with _device_guard(q):
-        if _reduce_t(prec, rope, k, v):
-            chunk, n_chunks = _plan(n, b * h, dev, _PROGRAMS_PER_SM["fwd_reduce_t"])
-            part = _empty((b * h * n_chunks * state_n,), torch.float32, dev)
-            _launch(_fwd_reduce_t_tuned, _fwd_reduce_t, (h, n_chunks, b),
-                    k, v, part, n, h, chunk, n_chunks, bucket, *k.stride(), *v.stride(), float(alpha), float(lam),
-                    D=d, DV=dv, BD=bd, BDV=bdv, LAM_INT=_lam_int(lam), OFFS64=_offs64(n, k, v))
-        else:
-            chunk, n_chunks = _plan(n, b * h, dev, _PROGRAMS_PER_SM["fwd_reduce"])
-            part = _empty((b * h * n_chunks * state_n,), torch.float32, dev)
-            _launch(_fwd_reduce_tuned, _fwd_reduce, (h, n_chunks, b),
-                    k, v, freq, part, n, max(rope_w, 1), h, chunk, n_chunks, bucket,
-                    *k.stride(), *v.stride(), float(alpha), float(lam),
-                    D=d, DV=dv, BD=bd, BDV=bdv, BDZ=bdv if zacc or dv < bdv else 2 * bdv, LAM_INT=_lam_int(lam),
-                    ROPE=rope, PREC=prec, APPROX=approx, OFFS64=_offs64(n, k, v), VEC4=_reduce_vec4(), ZACC=zacc)
+        chunk, n_chunks = _plan(n, b * h, dev, _PROGRAMS_PER_SM["fwd_reduce"])
+        part = _empty((b * h * n_chunks * state_n,), torch.float32, dev)
+        _launch(_fwd_reduce_tuned, _fwd_reduce, (h, n_chunks, b),
+                k, v, freq, part, n, max(rope_w, 1), h, chunk, n_chunks, bucket,
+                *k.stride(), *v.stride(), float(alpha), float(lam),
+                D=d, DV=dv, BD=bd, BDV=bdv, BDZ=bdv if zacc or dv < bdv else 2 * bdv, LAM_INT=_lam_int(lam),
+                ROPE=rope, PREC=prec, APPROX=approx, OFFS64=_offs64(n, k, v), VEC4=_reduce_vec4(), ZACC=zacc)
         _combine_launch(part, state, b * h, n_chunks, 1.0 / n, state_n)
         chunk, n_chunks = _plan(n, b * h, dev, _PROGRAMS_PER_SM["fwd_map"])
         _launch(_fwd_map_tuned, _fwd_map, (h, n_chunks, b),
