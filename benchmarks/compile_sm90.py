@@ -13,10 +13,9 @@ those of 518,400 tokens, 4 heads of 16, fp16 inputs, no RoPE (what ``nala_forwar
 BLOCK_N, warps, stages and maxnreg default to the autotuner's picks there (see KERNELS). --vec4 and --zacc are
 _fwd_reduce's VEC4 and ZACC switches (NALASR_REDUCE_VEC4, NALASR_REDUCE_ZACC; ZACC 0 also sets the ones column's
 BDZ = 32), --split _bwd_query's SPLIT (NALASR_REDUCE_SPLIT), --eye the backward kernels' EYE
-(NALASR_EYE_BWD_QUERY / _BWD_KEY), --f16 _fwd_map's F16 (NALASR_MAP_F16), all 1 unless given, and --dzacc, --mpow
-_bwd_query's DZACC and MPOW (NALASR_BWD_DZACC, NALASR_BWD_MPOW), 0 unless given, like the environment switches
-(the bank model covers 2-D tiles only: SPLIT's 3-D operand stores show in the SASS counts, not in the
-model).
+(NALASR_EYE_BWD_QUERY / _BWD_KEY), --f16 _fwd_map's F16 (NALASR_MAP_F16), --dzacc and --mpow _bwd_query's DZACC and
+MPOW (NALASR_BWD_DZACC, NALASR_BWD_MPOW); all 1 unless given, like the environment switches (the bank model
+covers 2-D tiles only: SPLIT's 3-D operand stores show in the SASS counts, not in the model).
 Needs Triton with its bundled ptxas / nvdisasm (the pip wheel has them); the H200 runs Triton 3.6, so a venv with
 triton==3.6.0 matches it (session 14: benchmarks/results/offline/compile_sm90_session14.txt; 3.9 differs a little,
 e.g. _fwd_map 280 against 270 instructions). The first run (session 10, Triton 3.9;
@@ -51,12 +50,12 @@ CONSTEXPRS = dict(D=16, DV=16, BD=16, BDV=16, LAM_INT=3, ROPE=False, PREC="tf32"
 F32_POINTERS = {"FREQ", "PART", "STATE", "DSTATE"}  # the rest are the fp16 (B, N, H, D) tensors
 FLOATS = {"alpha", "lam", "tau", "eps"}
 # Per kernel: its pointer arguments, and the autotuner's pick at 518K (BLOCK_N, warps, stages, maxnreg): the
-# latest recorded on the H200, benchmarks/results/h200/session14/call3/diag.json ("registers", N_BUCKET 2097152).
+# latest recorded on the H200, benchmarks/results/h200/session16/call1/diag.json ("registers", N_BUCKET 2097152).
 KERNELS = {
     "fwd_reduce": (nala._fwd_reduce, "K V FREQ PART", (32, 1, 2, None)),
     "fwd_map": (nala._fwd_map, "Q STATE FREQ O", (64, 2, 2, None)),
     "bwd_query": (nala._bwd_query, "Q DO STATE FREQ DQ PART", (16, 1, 2, None)),
-    "bwd_key": (nala._bwd_key, "K V STATE DSTATE FREQ DK DV_", (64, 4, 1, None)),
+    "bwd_key": (nala._bwd_key, "K V STATE DSTATE FREQ DK DV_", (64, 4, 2, None)),
 }
 SASS_OPS = r"\b(LDSM[\w.]*|STSM[\w.]*|STS(?:\.\d+)?|LDS(?:\.\d+)?|HG?MMA[\w.]*|BAR\.SYNC|LDG[\w.]*)\b"
 
@@ -200,8 +199,8 @@ def main() -> None:
     ap.add_argument("--zacc", type=int, choices=(0, 1), default=1, help="NALASR_REDUCE_ZACC (fwd_reduce)")
     ap.add_argument("--f16", type=int, choices=(0, 1), default=1, help="NALASR_MAP_F16 (fwd_map)")
     ap.add_argument("--eye", type=int, choices=(0, 1), default=1, help="NALASR_EYE_BWD_QUERY / _BWD_KEY")
-    ap.add_argument("--dzacc", type=int, choices=(0, 1), default=0, help="NALASR_BWD_DZACC (bwd_query)")
-    ap.add_argument("--mpow", type=int, choices=(0, 1), default=0, help="NALASR_BWD_MPOW (bwd_query)")
+    ap.add_argument("--dzacc", type=int, choices=(0, 1), default=1, help="NALASR_BWD_DZACC (bwd_query)")
+    ap.add_argument("--mpow", type=int, choices=(0, 1), default=1, help="NALASR_BWD_MPOW (bwd_query)")
     ap.add_argument("--block-n", type=int, help="default: the autotuner's pick at 518K (see KERNELS)")
     ap.add_argument("--warps", type=int)
     ap.add_argument("--stages", type=int)

@@ -16,5 +16,6 @@ timeout 90 python3 benchmarks/stream_floor_gpu.py --json $OUT/floor.json --tma 6
   >> $LOG 2>&1; say "floor rc=$?"
 grep -A30 "forward passes without" $LOG
 grep -E "^bwd_query|rc=" $LOG
-grep -E "Duration|Registers Per|Achieved Active|Issued Warp|Eligible Warps|stalled.*(long|short|math|barrier|wait|mio|lg_|not_sel|dispatch|no_inst|branch|tex|drain|sleep|membar|selected)" \
+stalls="long|short|math|barrier|wait|mio|lg_|not_sel|dispatch|no_inst|branch|tex|drain|sleep|membar|selected"
+grep -E "Duration|Registers Per|Achieved Active|Issued Warp|Eligible Warps|stalled.*($stalls)" \
   $OUT/ncu_bwd_query.txt | grep -v "  0$" | head -40
