@@ -67,11 +67,9 @@ def train_cmd(
 
     # Everything that can be wrong with the input fails here, before the progress display starts.
     trainer = Trainer(cfg, resume=resume, log=lambda m: console.print(m))
-    done = False
-    try:
+    with trainer:
         if not trainer.dist.main:  # one display per run: rank 0's
             trainer.run()
-            done = True
             return
         columns = (TextColumn("[bold]train"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
                    TextColumn("{task.fields[info]}"), TimeRemainingColumn())
@@ -89,7 +87,4 @@ def train_cmd(
 
             trainer.log = lambda m: bar.console.print(m)
             result = trainer.run(progress)
-            done = True
-    finally:
-        trainer.close(together=done)
     out.print(f"stopped at step {result.step}; weights: " + ", ".join(str(p) for p in result.exported))

@@ -250,6 +250,13 @@ class Trainer:
         gc.collect()
         dist.destroy_process_group()
 
+    def __enter__(self) -> Trainer:
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        """``with trainer:`` leaves the process group as :meth:`close` says, together when the block finished."""
+        self.close(together=exc_type is None)
+
     def run(self, progress: Callable[[dict[str, Any]], None] | None = None) -> TrainResult:
         cfg = self.cfg
         if self.dist.main:
@@ -431,14 +438,8 @@ class Trainer:
 def train(cfg: TrainConfig, *, resume: bool = False, log: Callable[[str], None] = print,
           progress: Callable[[dict[str, Any]], None] | None = None) -> TrainResult:
     """Train (or resume) as ``cfg`` says; returns where things were written."""
-    trainer = Trainer(cfg, resume=resume, log=log)
-    done = False
-    try:
-        result = trainer.run(progress)
-        done = True
-        return result
-    finally:
-        trainer.close(together=done)
+    with Trainer(cfg, resume=resume, log=log) as trainer:
+        return trainer.run(progress)
 
 
 def resume_config(out: str | Path) -> TrainConfig:
