@@ -44,7 +44,7 @@ def _map_math(x, alpha, lam, tau):
     ss = tl.sum(x * x, axis=1)
     r = tl.rsqrt(ss + 1e-12)
     m = _query_mag_fwd(x, r, ss * r, lam, tau, True)
-    u, uc = _angle(x * (alpha * r)[:, None], True)
+    u, uc = _angle(x * (alpha * r)[:, None], True, False)  # α = 1: no clamp (nala._clamp)
     c, s = _sincos_angle(uc, True)
     den = tl.sum(m * (c + s), axis=1) + 1e-6
     return (m * c + m * s) * (1.0 / den)[:, None]
@@ -53,9 +53,10 @@ def _map_math(x, alpha, lam, tau):
 @triton.jit
 def _reduce_math(x, vv, alpha):
     """The reduce's key feature map on a (BLOCK_N, D) float32 tile of k, times v elementwise: φk_cos·v + φk_sin·v."""
-    r = tl.rsqrt(tl.sum(x * x, axis=1) + 1e-12)
-    u, uc = _angle(x * (alpha * r)[:, None], True)
-    m = _key_mag(x, 3.0, 3)
+    x2 = x * x
+    r = tl.rsqrt(tl.sum(x2, axis=1) + 1e-12)
+    u, uc = _angle(x * (alpha * r)[:, None], True, False)
+    m = _key_mag(x, x2, 3.0, 3)
     c, s = _sincos_angle(uc, True)
     return m * c * vv + m * s * vv
 

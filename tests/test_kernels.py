@@ -101,6 +101,10 @@ def _cases() -> dict[str, dict]:
         "batch3": dict(B=3, N=50, H=2, D=16, layout="qkvg"),
         "offsets64-rope": dict(N=33, H=2, rope=(3, 11), layout="head_major", config={**SMALL, "OFFS64": True}),
         "fp16-large-values": dict(dtype="float16", scale=30.0, N=64, layout="qkvg"),
+        # α = 20 without RoPE: the clamp and its gradient mask in the approximate-math kernels (16-bit inputs
+        # without RoPE), which leave both out for |α| ≤ 4 (nala._clamp).
+        "fp16-alpha20": dict(dtype="float16", params=dict(lam=3.0, tau=0.5, alpha=20.0, eps=1e-6), N=48, rope=None,
+                             zero_q=False),
         "bf16-alpha20-rope": dict(dtype="bfloat16", params=dict(lam=3.0, tau=0.5, alpha=20.0, eps=1e-6),
                                   N=48, rope=(6, 8), layout="qkvg"),
         # Values with a large common offset: ∂L/∂q and ∂L/∂k are differences of nearly equal terms (∝ v_j − o_t),
@@ -200,17 +204,18 @@ def run_case(case: dict, device: str, seed: int = 0, ref_device: str = "cpu") ->
     }
 
 
-def switch_errors(switch: str, dtype: str, device: str) -> list[float]:
+def switch_errors(switch: str, dtype: str, device: str, patch=None) -> list[float]:
     """Relative errors of the output and the gradient (batch3: q, k, v are views of one leaf) with the environment
-    switch ``switch`` at 1 against 0. On the CPU interpreter the tf32 products round their operands as on the GPU
-    (NALASR_REDUCE_ZACC=0 takes z out of such a product, =1 sums the tf32-truncated φk itself)."""
+    switch ``switch`` at 1 against 0 (or with the context ``patch(flag)`` gives). On the CPU interpreter the tf32
+    products round their operands as on the GPU (NALASR_REDUCE_ZACC=0 takes z out of such a product, =1 sums the
+    tf32-truncated φk itself)."""
     from nalasr_kernels import nala as K
 
     runs = []
     for flag in ("0", "1"):
         q, k, v, g, leaves = _make({**CASES["batch3"], "dtype": dtype, "config": None}, device, seed=5)
         tf32 = tf32_dots_in_interpreter() if device == "cpu" else contextlib.nullcontext()
-        with mock.patch.dict(os.environ, {switch: flag}), tf32:
+        with patch(flag) if patch else mock.patch.dict(os.environ, {switch: flag}), tf32:
             o = K.nala_attention_triton(q, k, v)
             o.backward(g)
         runs.append([o.detach().float()] + [t.grad.float() for t in leaves])
@@ -272,6 +277,13 @@ def run_extras(device: str) -> dict:
     for dtype in ("float16", "float32"):
         out[f"bwd_dzacc_{dtype}"] = max(switch_errors("NALASR_BWD_DZACC", dtype, device)) <= BWD_DZACC_TOL[dtype]
     out["bwd_mpow_float16"] = max(switch_errors("NALASR_BWD_MPOW", "float16", device)) <= SWITCH_TOL["float16"]
+    # θ's clamp, left out for |α| ≤ 4 (nala._clamp; batch3 has α = 1), cannot bind there: forced on, the output
+    # and every gradient are the same bit for bit (no arithmetic changes, only min/max and a select drop out).
+    def clamp_on(flag):
+        return mock.patch.object(K, "_CLAMP_FREE", K._CLAMP_FREE if flag == "0" else -1.0)
+
+    for dtype in ("float16", "float32"):
+        out[f"clamp_noop_{dtype}"] = max(switch_errors("clamp", dtype, device, patch=clamp_on)) == 0.0
     # The float16 product scales S into float16's range: inputs ×30 (S ~ 1e6, past float16's 65504) and
     # ×0.02 (S ~ 1e-7, float16 subnormals) give the output the same inputs in float32 give.
     for name, scale in (("large", 30.0), ("small", 0.02)):
@@ -451,6 +463,16 @@ def test_bwd_query_rules(monkeypatch):
         monkeypatch.setenv(var, "yes")
         with pytest.raises(ValueError, match=var):
             rule()
+
+
+def test_clamp_rule():
+    """The kernels clamp θ only for |α| > 4, where tanh(α·dir) can pass Θ/(π/4) (nala._clamp)."""
+    if not _have_triton():
+        pytest.skip("triton is not installed")
+    sys.path.insert(0, str(ROOT / "kernels"))
+    from nalasr_kernels import nala
+
+    assert [nala._clamp(a) for a in (1.0, 4.0, -4.0, 4.01, -20.0, 0.0)] == [False, False, False, True, True, False]
 
 
 @pytest.mark.parametrize("name", ["BWD_QUERY", "BWD_KEY"])

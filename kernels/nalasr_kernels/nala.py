@@ -258,26 +258,30 @@ _U_MAX = tl.constexpr(0.9998726760455265)  # Θ / (π/4): θ = (π/4)·u is clam
 
 
 @triton.jit
-def _angle(xa, APPROX: tl.constexpr):
+def _angle(xa, APPROX: tl.constexpr, CLAMP: tl.constexpr):
     """θ = clamp((π/4)·tanh(α·dir), ±Θ) = (π/4)·uc from xa = α·dir. Returns u = tanh(α·dir) and uc = u clamped
-    to ±Θ/(π/4); the clamp passes the gradient where |u| ≤ _U_MAX. (π/4 stays out: _sincos_angle takes uc.)"""
+    to ±Θ/(π/4); the clamp passes the gradient where |u| ≤ _U_MAX. (π/4 stays out: _sincos_angle takes uc.)
+    Without CLAMP (|α| ≤ _CLAMP_FREE, see _clamp) uc is u: the clamp cannot bind there."""
     u = _tanh(xa, APPROX)
-    return u, tl.minimum(tl.maximum(u, -_U_MAX), _U_MAX)
+    if CLAMP:
+        return u, tl.minimum(tl.maximum(u, -_U_MAX), _U_MAX)
+    else:
+        return u, u
 
 
 @triton.jit
-def _key_mag(x, lam, LAM_INT: tl.constexpr):
-    """m_k = |x|^λ; small integer λ (the default 3) as products — no log2/exp2 on the MUFU pipe."""
+def _key_mag(x, x2, lam, LAM_INT: tl.constexpr):
+    """m_k = |x|^λ; small integer λ (the default 3) as products — no log2/exp2 on the MUFU pipe — from x2 = x·x,
+    which the norm has formed already (|x|³ = |x|·x²: one multiply an element fewer)."""
     a = tl.abs(x)
     if LAM_INT == 1:
         m = a
     elif LAM_INT == 2:
-        m = a * a
+        m = x2
     elif LAM_INT == 3:
-        m = a * a * a
+        m = a * x2
     elif LAM_INT == 4:
-        a2 = a * a
-        m = a2 * a2
+        m = x2 * x2
     else:
         m = tl.where(a > 0, tl.exp2(lam * _log2(tl.where(a > 0, a, 1.0))), 0.0)
     return m
@@ -418,7 +422,7 @@ def _fwd_reduce(
     alpha, lam,
     D: tl.constexpr, DV: tl.constexpr, BD: tl.constexpr, BDV: tl.constexpr, BDZ: tl.constexpr,
     LAM_INT: tl.constexpr, ROPE: tl.constexpr, PREC: tl.constexpr, APPROX: tl.constexpr, OFFS64: tl.constexpr,
-    BLOCK_N: tl.constexpr, VEC4: tl.constexpr, ZACC: tl.constexpr,
+    BLOCK_N: tl.constexpr, VEC4: tl.constexpr, ZACC: tl.constexpr, CLAMP: tl.constexpr,
 ):
     """Partial Σφ̃k vᵀ and Σφk over one chunk of tokens of one (b, h) → PART[b, h, chunk, :].
 
@@ -459,12 +463,13 @@ def _fwd_reduce(
         vv = v_next.to(tl.float32)
         x_next = _load_tile(k_base, n0 + BLOCK_N, end, sk_n, col_d, sk_d, dmask, BLOCK_N, OFFS64)
         v_next = _load_tile(v_base, n0 + BLOCK_N, end, sv_n, col_z, sv_d, zmask, BLOCK_N, OFFS64)
-        r = tl.rsqrt(tl.sum(x * x, axis=1) + 1e-12)
+        x2 = x * x
+        r = tl.rsqrt(tl.sum(x2, axis=1) + 1e-12)
         if APPROX:  # α·dir without dir, which nothing else here needs
-            u, uc = _angle(x * (alpha * r)[:, None], APPROX)
+            u, uc = _angle(x * (alpha * r)[:, None], APPROX, CLAMP)
         else:  # float32 inputs: as before session 13 (see _sincos_angle)
-            u, uc = _angle(alpha * (x * r[:, None]), APPROX)
-        m = _key_mag(x, lam, LAM_INT)
+            u, uc = _angle(alpha * (x * r[:, None]), APPROX, CLAMP)
+        m = _key_mag(x, x2, lam, LAM_INT)
         c, s = _sincos_angle(uc, APPROX)
         fc = m * c
         fs = m * s
@@ -563,7 +568,7 @@ def _fwd_map(
     alpha, lam, tau, eps,
     D: tl.constexpr, DV: tl.constexpr, BD: tl.constexpr, BDV: tl.constexpr,
     ROPE: tl.constexpr, PREC: tl.constexpr, APPROX: tl.constexpr, OFFS64: tl.constexpr, FASTMAG: tl.constexpr,
-    F16: tl.constexpr, BLOCK_N: tl.constexpr,
+    F16: tl.constexpr, BLOCK_N: tl.constexpr, CLAMP: tl.constexpr,
 ):
     """o = φ̃qᵀS / (φqᵀz + ε) for one chunk of queries of one (b, h); S, z stay in registers for the chunk.
     F16 (see _map_f16): the product takes φ̃q and S as float16, S scaled into range (_f16_state)."""
@@ -593,11 +598,11 @@ def _fwd_map(
         r = tl.rsqrt(ss + 1e-12)
         if FASTMAG:  # 4 operations an element fewer (see _query_mag_fwd)
             m = _query_mag_fwd(x, r, ss * r, lam, tau, APPROX)
-            u, uc = _angle(x * (alpha * r)[:, None], APPROX)
+            u, uc = _angle(x * (alpha * r)[:, None], APPROX, CLAMP)
         else:
             dirn = x * r[:, None]
             tn, p, l2, m, _ = _query_mag(dirn, ss * r, lam, tau, APPROX)
-            u, uc = _angle(alpha * dirn, APPROX)
+            u, uc = _angle(alpha * dirn, APPROX, CLAMP)
         c, s = _sincos_angle(uc, APPROX)
         den = tl.sum(m * (c * z_c[None, :] + s * z_s[None, :]), axis=1) + eps
         if ROPE:
@@ -625,6 +630,7 @@ def _bwd_query(
     D: tl.constexpr, DV: tl.constexpr, BD: tl.constexpr, BDV: tl.constexpr,
     ROPE: tl.constexpr, PREC_G: tl.constexpr, CENTRE: tl.constexpr, APPROX: tl.constexpr, OFFS64: tl.constexpr,
     BLOCK_N: tl.constexpr, SPLIT: tl.constexpr, EYE: tl.constexpr, DZACC: tl.constexpr, MPOW: tl.constexpr,
+    CLAMP: tl.constexpr,
 ):
     """Over one chunk of queries: dq (map), and partial dS = Σ φ̃q dnumᵀ, dz = Σ dden·φq (reduce) → PART.
     DZACC (see _bwd_dzacc): dz in elementwise (BLOCK_N, BD) accumulators summed once after the loop, else through
@@ -673,7 +679,7 @@ def _bwd_query(
         ss, r, dirn = _direction(x)
         nrm = ss * r
         tn, p, l2, m, mo = _query_mag(dirn, nrm, lam, tau, APPROX, MPOW)
-        u, uc = _angle(alpha * dirn, APPROX)
+        u, uc = _angle(alpha * dirn, APPROX, CLAMP)
         c, s = _sincos_angle(uc, APPROX)
         phi_c = m * c
         phi_s = m * s
@@ -711,7 +717,8 @@ def _bwd_query(
         gs = dden[:, None] * z_s[None, :]
         dm, dth = _feature_grad_angle(m, c, s, c2, s2, gc, gs, gc2, gs2, ROPE)
         # ---- θ = clamp((π/4)·tanh(α·dir)) and m = |dir|^p → ∂L/∂dir, ∂L/∂p
-        dth = tl.where(tl.abs(u) <= _U_MAX, dth, 0.0)
+        if CLAMP:
+            dth = tl.where(tl.abs(u) <= _U_MAX, dth, 0.0)
         ddir = dth * (0.7853981633974483 * alpha) * (1.0 - u * u)
         if MPOW:  # m/dir = sign(dir)·mo; mo = 0 where m is
             ddir += tl.where(dirn < 0, -dm, dm) * p[:, None] * mo
@@ -744,7 +751,7 @@ def _bwd_key(
     alpha, lam,
     D: tl.constexpr, DV: tl.constexpr, BD: tl.constexpr, BDV: tl.constexpr,
     LAM_INT: tl.constexpr, ROPE: tl.constexpr, PREC: tl.constexpr, PREC_G: tl.constexpr, CENTRE: tl.constexpr,
-    APPROX: tl.constexpr, OFFS64: tl.constexpr, BLOCK_N: tl.constexpr, EYE: tl.constexpr,
+    APPROX: tl.constexpr, OFFS64: tl.constexpr, BLOCK_N: tl.constexpr, EYE: tl.constexpr, CLAMP: tl.constexpr,
 ):
     """Over one chunk of keys: dv = (dS/N)ᵀφ̃k, ∂L/∂φ̃k = (dS/N)·v, ∂L/∂φk = dz/N, chained into dk."""
     pid_h = tl.program_id(0)
@@ -780,8 +787,8 @@ def _bwd_key(
         x_next = _load_tile(k_base, n0 + BLOCK_N, end, sk_n, offs_d, sk_d, dmask, BLOCK_N, OFFS64)
         v_next = _load_tile(v_base, n0 + BLOCK_N, end, sv_n, offs_e, sv_d, emask, BLOCK_N, OFFS64)
         ss, r, dirn = _direction(x)
-        u, uc = _angle(alpha * dirn, APPROX)
-        m = _key_mag(x, lam, LAM_INT)
+        u, uc = _angle(alpha * dirn, APPROX, CLAMP)
+        m = _key_mag(x, x * x, lam, LAM_INT)  # x·x: _direction's, formed once
         c, s = _sincos_angle(uc, APPROX)
         if ROPE:
             c2, s2 = _sincos_any(uc * 0.7853981633974483 + _rope_angle(offs_n, W, freq, offs_d, D // 2))
@@ -796,7 +803,8 @@ def _bwd_key(
         gc2 = tl.dot(vv, ds_cT, input_precision=PREC_G)          # (BLOCK_N, BD)
         gs2 = tl.dot(vv, ds_sT, input_precision=PREC_G)
         dm, dth = _feature_grad_angle(m, c, s, c2, s2, gc, gs, gc2, gs2, ROPE)
-        dth = tl.where(tl.abs(u) <= _U_MAX, dth, 0.0)
+        if CLAMP:
+            dth = tl.where(tl.abs(u) <= _U_MAX, dth, 0.0)
         ddir = dth * (0.7853981633974483 * alpha) * (1.0 - u * u)
         proj = tl.sum(ddir * dirn, axis=1)
         dx = r[:, None] * (ddir - dirn * proj[:, None]) + dm * _key_mag_grad(x, lam, LAM_INT)
@@ -969,6 +977,17 @@ def _rope_freq(d: int, bd: int, base: float, device: torch.device) -> Tensor:
     out[:half] = freq
     out[half:2 * half] = freq
     return out
+
+
+# θ's clamp at ±Θ binds only where tanh(α·dir) > _U_MAX = 1 − 1.3e-4, i.e. α·|dir| > 4.8; |dir| < 1, so it never
+# does for |α| ≤ 4, with room for tanh.approx's relative error (≤ 2^-10.99: tanh(4)·(1 + 5e-4) = 0.99983). The
+# kernels then leave out the clamp (two min/max an element) and the backward its gradient mask (a select).
+_CLAMP_FREE = 4.0
+
+
+def _clamp(alpha: float) -> bool:
+    """Whether the kernels must clamp θ (the reference's cap, which skips itself for |α| ≤ 4.8 the same way)."""
+    return abs(float(alpha)) > _CLAMP_FREE
 
 
 def _forced(name: str, choices: tuple[str, ...]) -> str | None:
@@ -1154,14 +1173,15 @@ def nala_forward(q: Tensor, k: Tensor, v: Tensor, lam: float, tau: float, alpha:
                 k, v, freq, part, n, max(rope_w, 1), h, chunk, n_chunks, bucket,
                 *k.stride(), *v.stride(), float(alpha), float(lam),
                 D=d, DV=dv, BD=bd, BDV=bdv, BDZ=bdv if zacc or dv < bdv else 2 * bdv, LAM_INT=_lam_int(lam),
-                ROPE=rope, PREC=prec, APPROX=approx, OFFS64=_offs64(n, k, v), VEC4=_reduce_vec4(), ZACC=zacc)
+                ROPE=rope, PREC=prec, APPROX=approx, OFFS64=_offs64(n, k, v), VEC4=_reduce_vec4(), ZACC=zacc,
+                CLAMP=_clamp(alpha))
         _combine_launch(part, state, b * h, n_chunks, 1.0 / n, state_n)
         chunk, n_chunks = _plan(n, b * h, dev, _PROGRAMS_PER_SM["fwd_map"])
         _launch(_fwd_map_tuned, _fwd_map, (h, n_chunks, b),
                 q, state, freq, o, n, max(rope_w, 1), h, chunk, bucket,
                 *q.stride(), *o.stride(), float(alpha), float(lam), float(tau), float(eps),
                 D=d, DV=dv, BD=bd, BDV=bdv, ROPE=rope, PREC=prec, APPROX=approx, OFFS64=_offs64(n, q, o),
-                FASTMAG=approx and lam * tau >= 1.5, F16=_map_f16(prec, rope))
+                FASTMAG=approx and lam * tau >= 1.5, F16=_map_f16(prec, rope), CLAMP=_clamp(alpha))
     return o, state
 
 
@@ -1189,7 +1209,7 @@ def nala_backward(do: Tensor, q: Tensor, k: Tensor, v: Tensor, state: Tensor, la
                 *q.stride(), *do.stride(), *dq.stride(), float(alpha), float(lam), float(tau), float(eps),
                 D=d, DV=dv, BD=bd, BDV=bdv, ROPE=rope, PREC_G=prec_g, CENTRE=centre, APPROX=approx,
                 OFFS64=_offs64(n, q, do, dq), SPLIT=int(_reduce_split()),
-                EYE=_eye("bwd_query", q, do), DZACC=_bwd_dzacc(), MPOW=_bwd_mpow(approx))
+                EYE=_eye("bwd_query", q, do), DZACC=_bwd_dzacc(), MPOW=_bwd_mpow(approx), CLAMP=_clamp(alpha))
         _combine_launch(part, dstate, b * h, n_chunks, 1.0 / n, state_n)
         chunk, n_chunks = _plan(n, b * h, dev, _PROGRAMS_PER_SM["bwd_key"])
         _launch(_bwd_key_tuned, _bwd_key, (h, n_chunks, b),
@@ -1197,7 +1217,7 @@ def nala_backward(do: Tensor, q: Tensor, k: Tensor, v: Tensor, state: Tensor, la
                 *k.stride(), *v.stride(), *dk.stride(), *dvv.stride(), float(alpha), float(lam),
                 D=d, DV=dv, BD=bd, BDV=bdv, LAM_INT=_lam_int(lam), ROPE=rope, PREC=prec, PREC_G=prec_g,
                 CENTRE=centre, APPROX=approx, OFFS64=_offs64(n, k, v, dk, dvv),
-                EYE=_eye("bwd_key", k, v))
+                EYE=_eye("bwd_key", k, v), CLAMP=_clamp(alpha))
     return dq, dk, dvv
 
 
