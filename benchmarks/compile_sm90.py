@@ -2,7 +2,8 @@
 traffic: a CPU-side look at what Nsight Compute measures on the H200, for trying kernel changes between GPU calls.
 
     .venv/bin/python benchmarks/compile_sm90.py [--kernel fwd_reduce|fwd_map|bwd_query|bwd_key] [--vec4 0|1]
-        [--split 0|1] [--zacc 0|1] [--eye 0|1] [--block-n 64] [--warps 4] [--stages 2] [--maxnreg N] [--out DIR]
+        [--split 0|1] [--zacc 0|1] [--zdot 0|1] [--eye 0|1] [--block-n 64] [--warps 4] [--stages 2] [--maxnreg N]
+        [--out DIR]
 
 Prints the kernel's shared memory, the main loop's SASS instructions that matter here (shared stores and loads,
 tensor-core products, barriers, global loads) and, for every shared-memory store of the loop (the tl.dot
@@ -10,12 +11,13 @@ operands Triton stages through ``ttg.local_alloc``), how many wavefronts one war
 against the conflict-free minimum, from the register layout and the swizzle of the TTGIR (in-loop
 ``ttg.convert_layout``s also go through shared memory; they are counted, not modelled). The launch constants are
 those of 518,400 tokens, 4 heads of 16, fp16 inputs, no RoPE (what ``nala_forward`` / ``nala_backward`` pass);
-BLOCK_N, warps, stages and maxnreg default to the autotuner's picks there (see KERNELS). --vec4 and --zacc are
-_fwd_reduce's VEC4 and ZACC switches (NALASR_REDUCE_VEC4, NALASR_REDUCE_ZACC; ZACC 0 also sets the ones column's
-BDZ = 32), --split _bwd_query's SPLIT (NALASR_REDUCE_SPLIT), --eye the backward kernels' EYE
-(NALASR_EYE_BWD_QUERY / _BWD_KEY), --f16 _fwd_map's F16 (NALASR_MAP_F16), --dzacc and --mpow _bwd_query's DZACC and
-MPOW (NALASR_BWD_DZACC, NALASR_BWD_MPOW); all 1 unless given, like the environment switches (the bank model
-covers 2-D tiles only: SPLIT's 3-D operand stores show in the SASS counts, not in the model).
+BLOCK_N, warps, stages and maxnreg default to the autotuner's picks there (see KERNELS). --vec4, --zacc and --zdot
+are _fwd_reduce's VEC4, ZACC and ZDOT switches (NALASR_REDUCE_VEC4, _ZACC, _ZDOT; ZACC 0 also sets the ones
+column's BDZ = 32, and ZDOT needs ZACC), --split _bwd_query's SPLIT (NALASR_REDUCE_SPLIT), --eye the backward
+kernels' EYE (NALASR_EYE_BWD_QUERY / _BWD_KEY), --f16 _fwd_map's F16 (NALASR_MAP_F16), --dzacc and --mpow
+_bwd_query's DZACC and MPOW (NALASR_BWD_DZACC, NALASR_BWD_MPOW); all 1 unless given, like the environment
+switches (the bank model covers 2-D tiles only: SPLIT's 3-D operand stores show in the SASS counts, not in the
+model).
 Needs Triton with its bundled ptxas / nvdisasm (the pip wheel has them); the H200 runs Triton 3.6, so a venv with
 triton==3.6.0 matches it (session 14: benchmarks/results/offline/compile_sm90_session14.txt; 3.9 differs a little,
 e.g. _fwd_map 280 against 270 instructions). The first run (session 10, Triton 3.9;
@@ -198,6 +200,7 @@ def main() -> None:
     ap.add_argument("--vec4", type=int, choices=(0, 1), default=1, help="NALASR_REDUCE_VEC4 (fwd_reduce)")
     ap.add_argument("--split", type=int, choices=(0, 1), default=1, help="NALASR_REDUCE_SPLIT (bwd_query)")
     ap.add_argument("--zacc", type=int, choices=(0, 1), default=1, help="NALASR_REDUCE_ZACC (fwd_reduce)")
+    ap.add_argument("--zdot", type=int, choices=(0, 1), default=1, help="NALASR_REDUCE_ZDOT (fwd_reduce, with ZACC)")
     ap.add_argument("--f16", type=int, choices=(0, 1), default=1, help="NALASR_MAP_F16 (fwd_map)")
     ap.add_argument("--eye", type=int, choices=(0, 1), default=1, help="NALASR_EYE_BWD_QUERY / _BWD_KEY")
     ap.add_argument("--dzacc", type=int, choices=(0, 1), default=1, help="NALASR_BWD_DZACC (bwd_query)")
@@ -215,7 +218,7 @@ def main() -> None:
     params = {p.name for p in KERNELS[a.kernel][0].params}
     switches = {k: v for k, v in (("VEC4", bool(a.vec4)), ("SPLIT", a.split), ("ZACC", a.zacc), ("EYE", a.eye),
                                   ("F16", bool(a.f16)), ("BDZ", 16 if a.zacc else 32), ("DZACC", bool(a.dzacc)),
-                                  ("MPOW", bool(a.mpow))) if k in params}
+                                  ("MPOW", bool(a.mpow)), ("ZDOT", bool(a.zacc and a.zdot))) if k in params}
     ck = compile_kernel(a.kernel, switches, block_n, warps, stages, maxnreg)
     sass = sass_of(ck.asm["cubin"])
     if a.out:

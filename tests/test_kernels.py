@@ -264,12 +264,13 @@ def run_extras(device: str) -> dict:
     # The switches only change how the reduce is computed: NALASR_REDUCE_VEC4 _fwd_reduce's column offsets (the
     # same numbers, 4-column runs for the compiler), NALASR_REDUCE_SPLIT the grouping of the tokens in the reduce
     # products (the same tf32 operands, another fp32 summation order), NALASR_REDUCE_ZACC where z is summed (the
-    # tf32-truncated φk either way: a ones column in the S product or an elementwise accumulator). Off must agree
+    # tf32-truncated φk either way: a ones column in the S product or an elementwise accumulator), NALASR_REDUCE_ZDOT
+    # how (a product of the same φk operand with ones, or an elementwise sum of it truncated). Off must agree
     # with on, output and gradients; a tile's groups paired with the wrong tokens would be off by O(1).
     # NALASR_EYE_BWD_QUERY / _BWD_KEY only move the backward's 16-bit tiles to float32 through an exact product
     # (on the GPU a different layout, hence fp32 summation order; in the interpreter nothing).
-    for switch in ("NALASR_REDUCE_VEC4", "NALASR_REDUCE_SPLIT", "NALASR_REDUCE_ZACC", "NALASR_EYE_BWD_QUERY",
-                   "NALASR_EYE_BWD_KEY"):
+    for switch in ("NALASR_REDUCE_VEC4", "NALASR_REDUCE_SPLIT", "NALASR_REDUCE_ZACC", "NALASR_REDUCE_ZDOT",
+                   "NALASR_EYE_BWD_QUERY", "NALASR_EYE_BWD_KEY"):
         for dtype in ("float16", "float32"):
             out[f"{switch.lower()}_{dtype}"] = max(switch_errors(switch, dtype, device)) <= SWITCH_TOL[dtype]
     out["map_f16_float16"] = max(switch_errors("NALASR_MAP_F16", "float16", device)) <= MAP_F16_TOL
@@ -406,10 +407,10 @@ def test_extras_cuda():
     assert all(extras.values()), extras
 
 
-@pytest.mark.parametrize("name", ["VEC4", "SPLIT", "ZACC"])
+@pytest.mark.parametrize("name", ["VEC4", "SPLIT", "ZACC", "ZDOT"])
 def test_reduce_switches(monkeypatch, name):
-    """NALASR_REDUCE_VEC4 / _SPLIT / _ZACC are on unless set to 0; any other value is refused with the variable's
-    name."""
+    """NALASR_REDUCE_VEC4 / _SPLIT / _ZACC / _ZDOT are on unless set to 0; any other value is refused with the
+    variable's name."""
     if not _have_triton():
         pytest.skip("triton is not installed")
     sys.path.insert(0, str(ROOT / "kernels"))

@@ -422,7 +422,7 @@ def _fwd_reduce(
     alpha, lam,
     D: tl.constexpr, DV: tl.constexpr, BD: tl.constexpr, BDV: tl.constexpr, BDZ: tl.constexpr,
     LAM_INT: tl.constexpr, ROPE: tl.constexpr, PREC: tl.constexpr, APPROX: tl.constexpr, OFFS64: tl.constexpr,
-    BLOCK_N: tl.constexpr, VEC4: tl.constexpr, ZACC: tl.constexpr, CLAMP: tl.constexpr,
+    BLOCK_N: tl.constexpr, VEC4: tl.constexpr, ZACC: tl.constexpr, CLAMP: tl.constexpr, ZDOT: tl.constexpr,
 ):
     """Partial Σφ̃k vᵀ and Σφk over one chunk of tokens of one (b, h) → PART[b, h, chunk, :].
 
@@ -450,7 +450,11 @@ def _fwd_reduce(
         freq = tl.load(FREQ + offs_d)
     acc_c = tl.zeros((BD, BDZ), dtype=tl.float32)
     acc_s = tl.zeros((BD, BDZ), dtype=tl.float32)
-    if ZACC:
+    if ZDOT:  # z = φkᵀ·1 (every column), the S product's own operand (see _reduce_zdot)
+        zd_c = tl.zeros((BD, 16), dtype=tl.float32)
+        zd_s = tl.zeros((BD, 16), dtype=tl.float32)
+        ones = tl.full((BLOCK_N, 16), 1.0, tl.float32)
+    elif ZACC:
         za_c = tl.zeros((BLOCK_N, BD), dtype=tl.float32)
         za_s = tl.zeros((BLOCK_N, BD), dtype=tl.float32)
     start, end = _chunk(pid_c, CHUNK, N)
@@ -473,10 +477,13 @@ def _fwd_reduce(
         c, s = _sincos_angle(uc, APPROX)
         fc = m * c
         fs = m * s
-        if ZACC and not ROPE:
-            fc = _tf32(fc)
-            fs = _tf32(fs)
-        if ZACC:
+        if ZDOT:
+            zd_c = tl.dot(tl.trans(fc), ones, zd_c, input_precision=PREC)
+            zd_s = tl.dot(tl.trans(fs), ones, zd_s, input_precision=PREC)
+        elif ZACC:
+            if not ROPE:
+                fc = _tf32(fc)
+                fs = _tf32(fs)
             za_c += fc
             za_s += fs
         else:
@@ -499,7 +506,10 @@ def _fwd_reduce(
         # fp32 N = 1 parity case's dk error rose to 0.012; benchmarks/results/h200/session12/stack/).
         acc_c = tl.dot(tl.trans(fc), vv, acc_c, input_precision=PREC)
         acc_s = tl.dot(tl.trans(fs), vv, acc_s, input_precision=PREC)
-    if ZACC:
+    if ZDOT:
+        z_c = _column(zd_c, tl.arange(0, 16), 0)
+        z_s = _column(zd_s, tl.arange(0, 16), 0)
+    elif ZACC:
         z_c = tl.sum(za_c, axis=0)
         z_s = tl.sum(za_s, axis=0)
     else:
@@ -1044,6 +1054,16 @@ def _reduce_split() -> bool:
     return _forced("NALASR_REDUCE_SPLIT", ("0", "1")) != "0"
 
 
+def _reduce_zdot() -> bool:
+    """With ZACC and tf32 products (no RoPE): whether _fwd_reduce takes z from a second product of the same φk
+    operand with a (BLOCK_N, 16) tile of ones (default; NALASR_REDUCE_ZDOT=0 sums the tf32-truncated φk
+    elementwise): the tensor cores truncate the operand themselves, so the truncation and the sums leave the loop.
+    Offline sm_90 (benchmarks/compile_sm90.py --zdot 0|1): 506 → 452 instructions a warp-tile, 128 → 96 registers;
+    the (BD, 16) ones product is 8 more mma.sync a tile, unlike the ones column beside v (NALASR_REDUCE_ZACC=0),
+    which widens the value operand staged through shared memory."""
+    return _forced("NALASR_REDUCE_ZDOT", ("0", "1")) != "0"
+
+
 def _reduce_zacc() -> bool:
     """Whether _fwd_reduce sums z in an elementwise accumulator (default) instead of taking it from a column of
     ones beside the values in the S product (NALASR_REDUCE_ZACC=0). The column doubles the product's width when Dv
@@ -1174,7 +1194,7 @@ def nala_forward(q: Tensor, k: Tensor, v: Tensor, lam: float, tau: float, alpha:
                 *k.stride(), *v.stride(), float(alpha), float(lam),
                 D=d, DV=dv, BD=bd, BDV=bdv, BDZ=bdv if zacc or dv < bdv else 2 * bdv, LAM_INT=_lam_int(lam),
                 ROPE=rope, PREC=prec, APPROX=approx, OFFS64=_offs64(n, k, v), VEC4=_reduce_vec4(), ZACC=zacc,
-                CLAMP=_clamp(alpha))
+                CLAMP=_clamp(alpha), ZDOT=zacc and not rope and prec == "tf32" and _reduce_zdot())
         _combine_launch(part, state, b * h, n_chunks, 1.0 / n, state_n)
         chunk, n_chunks = _plan(n, b * h, dev, _PROGRAMS_PER_SM["fwd_map"])
         _launch(_fwd_map_tuned, _fwd_map, (h, n_chunks, b),
