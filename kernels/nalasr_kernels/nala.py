@@ -429,8 +429,10 @@ def _fwd_reduce(
     z (see _reduce_zacc): ZACC sums φk into an elementwise (BLOCK_N, BD) accumulator, reduced over the tokens
     once after the loop; without RoPE (where ZACC means tf32 products) φk is first truncated to tf32 as the tensor
     cores take it: z must sum the operand S multiplied, or the backward's centring v̄ = Sᵀz/(z·z) is not v at
-    N = 1 (dq, dk off by O(1) there). Otherwise (no RoPE: there S takes φ̃k, z φk) the values get a column of
-    ones at index DV (BDZ wide: BDV, or 2·BDV when DV fills BDV) and z comes out of the S product."""
+    N = 1 (dq, dk off by O(1) there). ZDOT (see _reduce_zdot; ZACC with tf32 products) takes z instead from a
+    second product of S's own φk operand with ones, which truncates it the same way. Otherwise (no RoPE: there S
+    takes φ̃k, z φk) the values get a column of ones at index DV (BDZ wide: BDV, or 2·BDV when DV fills BDV) and z
+    comes out of the S product."""
     pid_h = tl.program_id(0)
     pid_c = tl.program_id(1)
     pid_b = tl.program_id(2)
