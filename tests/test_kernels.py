@@ -407,15 +407,21 @@ def test_extras_cuda():
     assert all(extras.values()), extras
 
 
-@pytest.mark.parametrize("name", ["VEC4", "SPLIT", "ZACC", "ZDOT"])
-def test_reduce_switches(monkeypatch, name):
-    """NALASR_REDUCE_VEC4 / _SPLIT / _ZACC / _ZDOT are on unless set to 0; any other value is refused with the
-    variable's name."""
+@pytest.fixture
+def nala():
+    """nalasr_kernels.nala for the tests of its host-side rules (skipped where Triton is not installed)."""
     if not _have_triton():
         pytest.skip("triton is not installed")
     sys.path.insert(0, str(ROOT / "kernels"))
-    from nalasr_kernels import nala
+    from nalasr_kernels import nala as module
 
+    return module
+
+
+@pytest.mark.parametrize("name", ["VEC4", "SPLIT", "ZACC", "ZDOT"])
+def test_reduce_switches(monkeypatch, nala, name):
+    """NALASR_REDUCE_VEC4 / _SPLIT / _ZACC / _ZDOT are on unless set to 0; any other value is refused with the
+    variable's name."""
     var, rule = f"NALASR_REDUCE_{name}", getattr(nala, f"_reduce_{name.lower()}")
     monkeypatch.delenv(var, raising=False)
     assert rule()
@@ -428,14 +434,9 @@ def test_reduce_switches(monkeypatch, name):
         rule()
 
 
-def test_map_f16_rule(monkeypatch):
+def test_map_f16_rule(monkeypatch, nala):
     """NALASR_MAP_F16: the map's float16 product where it would be tf32 without RoPE, unless set to 0 (float32
     inputs' tf32x3 and RoPE never); any other value is refused with the variable's name."""
-    if not _have_triton():
-        pytest.skip("triton is not installed")
-    sys.path.insert(0, str(ROOT / "kernels"))
-    from nalasr_kernels import nala
-
     monkeypatch.delenv("NALASR_MAP_F16", raising=False)
     assert nala._map_f16("tf32", rope=False)
     assert not nala._map_f16("tf32x3", rope=False) and not nala._map_f16("tf32", rope=True)
@@ -446,14 +447,9 @@ def test_map_f16_rule(monkeypatch):
         nala._map_f16("tf32", rope=False)
 
 
-def test_bwd_query_rules(monkeypatch):
+def test_bwd_query_rules(monkeypatch, nala):
     """NALASR_BWD_DZACC: on unless set to 0; NALASR_BWD_MPOW: on for 16-bit inputs (APPROX) unless set to 0, never
     for float32; any other value is refused with the variable's name."""
-    if not _have_triton():
-        pytest.skip("triton is not installed")
-    sys.path.insert(0, str(ROOT / "kernels"))
-    from nalasr_kernels import nala
-
     for var in ("NALASR_BWD_DZACC", "NALASR_BWD_MPOW"):
         monkeypatch.delenv(var, raising=False)
     assert nala._bwd_dzacc() and nala._bwd_mpow(approx=True) and not nala._bwd_mpow(approx=False)
@@ -466,26 +462,15 @@ def test_bwd_query_rules(monkeypatch):
             rule()
 
 
-def test_clamp_rule():
+def test_clamp_rule(nala):
     """The kernels clamp θ only for |α| > 4, where tanh(α·dir) can pass Θ/(π/4) (nala._clamp)."""
-    if not _have_triton():
-        pytest.skip("triton is not installed")
-    sys.path.insert(0, str(ROOT / "kernels"))
-    from nalasr_kernels import nala
-
     assert [nala._clamp(a) for a in (1.0, 4.0, -4.0, 4.01, -20.0, 0.0)] == [False, False, False, True, True, False]
 
 
 @pytest.mark.parametrize("name", ["BWD_QUERY", "BWD_KEY"])
-def test_eye_switches(monkeypatch, name):
+def test_eye_switches(monkeypatch, nala, name):
     """NALASR_EYE_BWD_QUERY / _BWD_KEY: on for 16-bit tiles unless set to 0, never for float32 (the t·I product
     would be tf32); any other value is refused with the variable's name."""
-    if not _have_triton():
-        pytest.skip("triton is not installed")
-    sys.path.insert(0, str(ROOT / "kernels"))
-    import torch
-    from nalasr_kernels import nala
-
     var = f"NALASR_EYE_{name}"
     half, bf, full = (torch.zeros(1, dtype=t) for t in (torch.float16, torch.bfloat16, torch.float32))
     monkeypatch.delenv(var, raising=False)
@@ -505,12 +490,9 @@ if __name__ == "__main__":
         sys.exit("usage: test_kernels.py --worker OUT.json (run by the tests under TRITON_INTERPRET=1)")
 
 
-def test_approx_math_rule(monkeypatch):
+def test_approx_math_rule(monkeypatch, nala):
     """APPROX (tanh.approx, shorter sin/cos series) exactly when every input is 16-bit; the env var forces it."""
-    if not _have_triton():
-        pytest.skip("triton is not installed")
-    sys.path.insert(0, str(ROOT / "kernels"))
-    from nalasr_kernels.nala import _approx_math
+    _approx_math = nala._approx_math
 
     h, b, f = (torch.zeros(1, dtype=t) for t in (torch.float16, torch.bfloat16, torch.float32))
     monkeypatch.delenv("NALASR_APPROX_MATH", raising=False)

@@ -1188,6 +1188,7 @@ def nala_forward(q: Tensor, k: Tensor, v: Tensor, lam: float, tau: float, alpha:
     freq = _rope_freq(d, bd, float(rope_base), dev) if rope else state
     bucket = _pow2(b * n * h)
     zacc = rope or (_reduce_zacc() and prec == "tf32")
+    clamp = _clamp(alpha)
     with _device_guard(q):
         chunk, n_chunks = _plan(n, b * h, dev, _PROGRAMS_PER_SM["fwd_reduce"])
         part = _empty((b * h * n_chunks * state_n,), torch.float32, dev)
@@ -1196,14 +1197,14 @@ def nala_forward(q: Tensor, k: Tensor, v: Tensor, lam: float, tau: float, alpha:
                 *k.stride(), *v.stride(), float(alpha), float(lam),
                 D=d, DV=dv, BD=bd, BDV=bdv, BDZ=bdv if zacc or dv < bdv else 2 * bdv, LAM_INT=_lam_int(lam),
                 ROPE=rope, PREC=prec, APPROX=approx, OFFS64=_offs64(n, k, v), VEC4=_reduce_vec4(), ZACC=zacc,
-                CLAMP=_clamp(alpha), ZDOT=zacc and not rope and prec == "tf32" and _reduce_zdot())
+                CLAMP=clamp, ZDOT=zacc and not rope and _reduce_zdot())  # ZACC without RoPE means tf32 products
         _combine_launch(part, state, b * h, n_chunks, 1.0 / n, state_n)
         chunk, n_chunks = _plan(n, b * h, dev, _PROGRAMS_PER_SM["fwd_map"])
         _launch(_fwd_map_tuned, _fwd_map, (h, n_chunks, b),
                 q, state, freq, o, n, max(rope_w, 1), h, chunk, bucket,
                 *q.stride(), *o.stride(), float(alpha), float(lam), float(tau), float(eps),
                 D=d, DV=dv, BD=bd, BDV=bdv, ROPE=rope, PREC=prec, APPROX=approx, OFFS64=_offs64(n, q, o),
-                FASTMAG=approx and lam * tau >= 1.5, F16=_map_f16(prec, rope), CLAMP=_clamp(alpha))
+                FASTMAG=approx and lam * tau >= 1.5, F16=_map_f16(prec, rope), CLAMP=clamp)
     return o, state
 
 
@@ -1221,6 +1222,7 @@ def nala_backward(do: Tensor, q: Tensor, k: Tensor, v: Tensor, state: Tensor, la
     prec, prec_g = _precision(q, k, v), _precision(q, k, v, grad=rope)
     centre = _centred(rope, prec_g)
     approx = _approx_math(q, k, v, rope=rope)
+    clamp = _clamp(alpha)
     freq = _rope_freq(d, bd, float(rope_base), dev) if rope else state
     bucket = _pow2(b * n * h)
     with _device_guard(q):
@@ -1231,7 +1233,7 @@ def nala_backward(do: Tensor, q: Tensor, k: Tensor, v: Tensor, state: Tensor, la
                 *q.stride(), *do.stride(), *dq.stride(), float(alpha), float(lam), float(tau), float(eps),
                 D=d, DV=dv, BD=bd, BDV=bdv, ROPE=rope, PREC_G=prec_g, CENTRE=centre, APPROX=approx,
                 OFFS64=_offs64(n, q, do, dq), SPLIT=int(_reduce_split()),
-                EYE=_eye("bwd_query", q, do), DZACC=_bwd_dzacc(), MPOW=_bwd_mpow(approx), CLAMP=_clamp(alpha))
+                EYE=_eye("bwd_query", q, do), DZACC=_bwd_dzacc(), MPOW=_bwd_mpow(approx), CLAMP=clamp)
         _combine_launch(part, dstate, b * h, n_chunks, 1.0 / n, state_n)
         chunk, n_chunks = _plan(n, b * h, dev, _PROGRAMS_PER_SM["bwd_key"])
         _launch(_bwd_key_tuned, _bwd_key, (h, n_chunks, b),
@@ -1239,7 +1241,7 @@ def nala_backward(do: Tensor, q: Tensor, k: Tensor, v: Tensor, state: Tensor, la
                 *k.stride(), *v.stride(), *dk.stride(), *dvv.stride(), float(alpha), float(lam),
                 D=d, DV=dv, BD=bd, BDV=bdv, LAM_INT=_lam_int(lam), ROPE=rope, PREC=prec, PREC_G=prec_g,
                 CENTRE=centre, APPROX=approx, OFFS64=_offs64(n, k, v, dk, dvv),
-                EYE=_eye("bwd_key", k, v), CLAMP=_clamp(alpha))
+                EYE=_eye("bwd_key", k, v), CLAMP=clamp)
     return dq, dk, dvv
 
 
