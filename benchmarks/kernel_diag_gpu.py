@@ -80,6 +80,8 @@ def _inputs(n: int, layout: str) -> tuple[torch.Tensor, ...]:
     elif layout == "cmajor":
         return tuple(torch.randn(1, H, D, n, device="cuda", dtype=torch.float16).permute(0, 3, 1, 2)
                      for _ in range(4))
+    elif layout == "hmajor":  # head-major storage (1, H, n, D): each head's tokens contiguous
+        return tuple(torch.randn(1, H, n, D, device="cuda", dtype=torch.float16).transpose(1, 2) for _ in range(4))
     else:
         q, k, v = (torch.randn(1, n, H, D, device="cuda", dtype=torch.float16) for _ in range(3))
     return q, k, v, torch.randn(1, n, H, D, device="cuda", dtype=torch.float16)
@@ -266,8 +268,8 @@ def main() -> int:
     ap.add_argument("--sizes", default="16384,131072,518400")
     ap.add_argument("--ppsm", default="4,8,16,32")
     ap.add_argument("--parts", default="attention,profile,registers,network,train")
-    ap.add_argument("--layout", default="qkvg", choices=["qkvg", "dense", "cmajor"],
-                    help="q, k, v as the model passes them (qkvg, dense) or channel-major")
+    ap.add_argument("--layout", default="qkvg", choices=["qkvg", "dense", "cmajor", "hmajor"],
+                    help="q, k, v as the model passes them (qkvg, dense), channel-major or head-major")
     a = ap.parse_args()
     parts = a.parts.split(",")
     mods = {"new": load_module(None, "new")}

@@ -164,6 +164,8 @@ def run(n: int, layout: str, tma: list[tuple[int, int, int]], configs: dict[str,
     dev = q.device
     if q.stride(1) == 1:  # channel-major q ("cmajor"): o too, so the map streams whole rows of tokens
         o = torch.empty(1, H, D, n, device=dev, dtype=q.dtype).permute(0, 3, 1, 2)
+    elif q.stride(2) == n * D:  # head-major q ("hmajor"): o too
+        o = torch.empty(1, H, n, D, device=dev, dtype=q.dtype).transpose(1, 2)
     else:
         o = torch.empty(1, n, H, D, device=dev, dtype=q.dtype)
     lam, tau, alpha = HP[0], HP[1], HP[2]
@@ -223,7 +225,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--tokens", type=int, default=518_400)
     ap.add_argument("--json", default=None)
-    ap.add_argument("--layout", default="qkvg", choices=["qkvg", "dense", "cmajor"], help="kernel_diag_gpu._inputs")
+    ap.add_argument("--layout", default="qkvg", choices=["qkvg", "dense", "cmajor", "hmajor"],
+                    help="kernel_diag_gpu._inputs")
     ap.add_argument("--tma", default="64x4x3,128x4x3,256x4x3,128x4x4,256x8x3",
                     help="BLOCK_NxWARPSxSTAGES of the tma variants (token-major layouts only); '' for none")
     for pas, name in (("map", "fwd_map"), ("reduce", "fwd_reduce")):
