@@ -14,8 +14,7 @@ those of 518,400 tokens, 4 heads of 16, fp16 inputs, no RoPE (what ``nala_forwar
 BLOCK_N, warps, stages and maxnreg default to the autotuner's picks there (see KERNELS). --vec4, --zacc and --zdot
 are _fwd_reduce's VEC4, ZACC and ZDOT switches (NALASR_REDUCE_VEC4, _ZACC, _ZDOT; ZACC 0 also sets the ones
 column's BDZ = 32, and ZDOT needs ZACC), --split _bwd_query's SPLIT (NALASR_REDUCE_SPLIT), --eye the backward
-kernels' EYE (NALASR_EYE_BWD_QUERY / _BWD_KEY), --f16 and --dendot _fwd_map's F16 and DENDOT (NALASR_MAP_F16,
-NALASR_MAP_DENDOT, which defaults to 0), --dzacc and --mpow
+kernels' EYE (NALASR_EYE_BWD_QUERY / _BWD_KEY), --f16 _fwd_map's F16 (NALASR_MAP_F16), --dzacc and --mpow
 _bwd_query's DZACC and MPOW (NALASR_BWD_DZACC, NALASR_BWD_MPOW); all 1 unless given, like the environment
 switches (the bank model covers 2-D tiles only: SPLIT's 3-D operand stores show in the SASS counts, not in the
 model).
@@ -203,7 +202,6 @@ def main() -> None:
     ap.add_argument("--zacc", type=int, choices=(0, 1), default=1, help="NALASR_REDUCE_ZACC (fwd_reduce)")
     ap.add_argument("--zdot", type=int, choices=(0, 1), default=1, help="NALASR_REDUCE_ZDOT (fwd_reduce, with ZACC)")
     ap.add_argument("--f16", type=int, choices=(0, 1), default=1, help="NALASR_MAP_F16 (fwd_map)")
-    ap.add_argument("--dendot", type=int, choices=(0, 1), default=0, help="NALASR_MAP_DENDOT (fwd_map, with F16)")
     ap.add_argument("--eye", type=int, choices=(0, 1), default=1, help="NALASR_EYE_BWD_QUERY / _BWD_KEY")
     ap.add_argument("--dzacc", type=int, choices=(0, 1), default=1, help="NALASR_BWD_DZACC (bwd_query)")
     ap.add_argument("--mpow", type=int, choices=(0, 1), default=1, help="NALASR_BWD_MPOW (bwd_query)")
@@ -220,8 +218,7 @@ def main() -> None:
     params = {p.name for p in KERNELS[a.kernel][0].params}
     switches = {k: v for k, v in (("VEC4", bool(a.vec4)), ("SPLIT", a.split), ("ZACC", a.zacc), ("EYE", a.eye),
                                   ("F16", bool(a.f16)), ("BDZ", 16 if a.zacc else 32), ("DZACC", bool(a.dzacc)),
-                                  ("MPOW", bool(a.mpow)), ("ZDOT", bool(a.zacc and a.zdot)),
-                                  ("DENDOT", bool(a.f16 and a.dendot))) if k in params}
+                                  ("MPOW", bool(a.mpow)), ("ZDOT", bool(a.zacc and a.zdot))) if k in params}
     ck = compile_kernel(a.kernel, switches, block_n, warps, stages, maxnreg)
     sass = sass_of(ck.asm["cubin"])
     if a.out:

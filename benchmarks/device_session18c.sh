@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Issue 5, session 18 call 3: _fwd_map's den from a second float16 product (NALASR_MAP_DENDOT; offline sm_90 505 →
-# 493 instructions a warp-tile, 5 → 3 barriers), off against on at 518K and 1M; the map's launch configs with it;
-# the reduce's registers and programs per SM again (ZDOT took it from 128 to 96 registers: up to 21 one-warp programs
-# fit an SM, the plan still runs 16); then 518K parity and the GPU kernel tests with DENDOT on.
+# Issue 5, session 18 call 3, run at commit a88c4cf (the switch left main after it, slower): _fwd_map's den from a
+# second float16 product (NALASR_MAP_DENDOT; offline sm_90 505 → 493 instructions a warp-tile, 5 → 3 barriers), off
+# against on at 518K and 1M; the map's launch configs with it; the reduce's registers and programs per SM again
+# (ZDOT took it from 128 to 96 registers: up to 21 one-warp programs fit an SM, the plan still runs 16); then 518K
+# parity and the GPU kernel tests with DENDOT on.
 . benchmarks/device_lib.sh s18c
 for a in 0 1; do
   NALASR_MAP_DENDOT=$a timeout 70 python3 benchmarks/kernel_diag_gpu.py --json $OUT/diag_dendot$a.json \

@@ -352,28 +352,6 @@ def _f16_state(s_c, s_s):
 
 
 @triton.jit
-def _f16_z(z_c, z_s):
-    """z's halves (BD,) as float16 product operands for den = φq·z (DENDOT): (BD, 16) tiles whose column 0 is
-    hi = fp16(z·down) and column 1 lo = fp16(z·down − hi), the rest 0, so one product's row sums give z to ~22
-    bits; down is the power of two that puts z's largest entry in [0.5, 1) (as _f16_state), up undoes it."""
-    zmax = tl.maximum(tl.max(tl.abs(z_c), axis=0), tl.max(tl.abs(z_s), axis=0))
-    e = (zmax.to(tl.int32, bitcast=True) >> 23) & 255
-    e = tl.where(e == 0, 126, tl.minimum(e, 253))
-    down = ((253 - e) << 23).to(tl.float32, bitcast=True)
-    up = ((e + 1) << 23).to(tl.float32, bitcast=True)
-    cols = tl.arange(0, 16)[None, :]
-    zc = z_c * down
-    zs = z_s * down
-    hc = zc.to(tl.float16)
-    hs = zs.to(tl.float16)
-    lc = (zc - hc.to(tl.float32)).to(tl.float16)
-    ls = (zs - hs.to(tl.float32)).to(tl.float16)
-    tc = tl.where(cols == 0, hc[:, None], tl.where(cols == 1, lc[:, None], 0.0)).to(tl.float16)
-    ts = tl.where(cols == 0, hs[:, None], tl.where(cols == 1, ls[:, None], 0.0)).to(tl.float16)
-    return tc, ts, up
-
-
-@triton.jit
 def _rope_angle(offs_n, W, freq, offs_d, HALF: tl.constexpr):
     """a = ω_j·pos: angles j < D/2 use the row, D/2 ≤ j < 2·(D/2) the column (freq is 0 beyond). Same float32
     product as rope_angles() in the reference (row · ω), so θ + a rounds the same way."""
@@ -602,11 +580,10 @@ def _fwd_map(
     alpha, lam, tau, eps,
     D: tl.constexpr, DV: tl.constexpr, BD: tl.constexpr, BDV: tl.constexpr,
     ROPE: tl.constexpr, PREC: tl.constexpr, APPROX: tl.constexpr, OFFS64: tl.constexpr, FASTMAG: tl.constexpr,
-    F16: tl.constexpr, BLOCK_N: tl.constexpr, CLAMP: tl.constexpr, DENDOT: tl.constexpr = False,
+    F16: tl.constexpr, BLOCK_N: tl.constexpr, CLAMP: tl.constexpr,
 ):
     """o = φ̃qᵀS / (φqᵀz + ε) for one chunk of queries of one (b, h); S, z stay in registers for the chunk.
-    F16 (see _map_f16): the product takes φ̃q and S as float16, S scaled into range (_f16_state). DENDOT (F16
-    without RoPE, see _map_dendot): den from a second product of the same float16 φq with z (_f16_z)."""
+    F16 (see _map_f16): the product takes φ̃q and S as float16, S scaled into range (_f16_state)."""
     pid_h = tl.program_id(0)
     pid_c = tl.program_id(1)
     pid_b = tl.program_id(2)
@@ -619,8 +596,6 @@ def _fwd_map(
         s_c, s_s, up = _f16_state(s_c, s_s)
     else:
         up = 1.0
-    if DENDOT:
-        zd_c, zd_s, upz = _f16_z(z_c, z_s)
     q_base = _slab(Q, pid_b, pid_h, sq_b, sq_h)
     o_base = _slab(O, pid_b, pid_h, so_b, so_h)
     if ROPE:
@@ -641,27 +616,22 @@ def _fwd_map(
             tn, p, l2, m, _ = _query_mag(dirn, ss * r, lam, tau, APPROX)
             u, uc = _angle(alpha * dirn, APPROX, CLAMP)
         c, s = _sincos_angle(uc, APPROX)
-        if DENDOT:  # den and num from the same float16 φq, both in the products' accumulator layout
-            fc = (m * c).to(tl.float16)
-            fs = (m * s).to(tl.float16)
-            num = tl.dot(fc, s_c)
-            num = tl.dot(fs, s_s, num)
-            dz = tl.dot(fc, zd_c)
-            dz = tl.dot(fs, zd_s, dz)
-            den = tl.sum(dz, axis=1) * upz + eps  # z's two halves (columns 0, 1; the rest are 0)
+        den = tl.sum(m * (c * z_c[None, :] + s * z_s[None, :]), axis=1) + eps
+        if ROPE:
+            c2, s2 = _sincos_any(uc * 0.7853981633974483 + _rope_angle(offs_n, W, freq, offs_d, D // 2))
         else:
-            den = tl.sum(m * (c * z_c[None, :] + s * z_s[None, :]), axis=1) + eps
-            if ROPE:
-                c2, s2 = _sincos_any(uc * 0.7853981633974483 + _rope_angle(offs_n, W, freq, offs_d, D // 2))
-            else:
-                c2 = c
-                s2 = s
-            if F16:
-                num = tl.dot((m * c2).to(tl.float16), s_c)
-                num = tl.dot((m * s2).to(tl.float16), s_s, num)
-            else:
-                num = tl.dot(m * c2, s_c, input_precision=PREC)
-                num = tl.dot(m * s2, s_s, num, input_precision=PREC)
+            c2 = c
+            s2 = s
+        if F16:
+            num = tl.dot((m * c2).to(tl.float16), s_c)
+            num = tl.dot((m * s2).to(tl.float16), s_s, num)
+        else:
+            num = tl.dot(m * c2, s_c, input_precision=PREC)
+            num = tl.dot(m * s2, s_s, num, input_precision=PREC)
+        # Measured alternative (session 18, commit a88c4cf, NALASR_MAP_DENDOT): den from a second float16 product of
+        # the same φq with z split in two float16 halves, so den comes out in num's accumulator layout (offline
+        # sm_90 505 → 493 instructions a warp-tile, 5 → 3 barriers, one layout conversion fewer): 57.9 against
+        # 55.9 µs at 518K on the H200 (benchmarks/results/h200/session18/call3/diag_dendot{0,1}.json).
         o = num * (up / den)[:, None]  # one division per token, not per element
         tl.store(o_base + rows[:, None] * so_n + offs_e[None, :] * so_d, o.to(O.dtype.element_ty),
                  mask=nmask[:, None] & emask[None, :])
@@ -1155,14 +1125,6 @@ def _map_f16(prec: str, rope: bool) -> bool:
     return prec == "tf32" and not rope and _forced("NALASR_MAP_F16", ("0", "1")) != "0"
 
 
-def _map_dendot(f16: bool) -> bool:
-    """With the float16 map product (_map_f16): whether _fwd_map takes den = φq·z + ε from a second product of the
-    same float16 φq with z split in two float16 halves (_f16_z) instead of elementwise float32 terms
-    (NALASR_MAP_DENDOT=1; off by default until measured). The elementwise den is 4 operations an element and a
-    layout conversion of den into the product's rows; the product's den shares num's rounding of φq."""
-    return f16 and _forced("NALASR_MAP_DENDOT", ("0", "1")) == "1"
-
-
 def _centred(rope: bool, prec_g: str) -> bool:
     """Whether the backward centres the values (see "Conditioning of the backward"): tf32 products without RoPE.
     Centring float32 inputs too (tf32x3) took the N = 1 float32 case from 1.56 to 1.44 times its dq/dk tolerance
@@ -1246,8 +1208,7 @@ def nala_forward(q: Tensor, k: Tensor, v: Tensor, lam: float, tau: float, alpha:
                 q, state, freq, o, n, max(rope_w, 1), h, chunk, bucket,
                 *q.stride(), *o.stride(), float(alpha), float(lam), float(tau), float(eps),
                 D=d, DV=dv, BD=bd, BDV=bdv, ROPE=rope, PREC=prec, APPROX=approx, OFFS64=_offs64(n, q, o),
-                FASTMAG=approx and lam * tau >= 1.5, F16=_map_f16(prec, rope), CLAMP=clamp,
-                DENDOT=_map_dendot(_map_f16(prec, rope)))
+                FASTMAG=approx and lam * tau >= 1.5, F16=_map_f16(prec, rope), CLAMP=clamp)
     return o, state
 
 
