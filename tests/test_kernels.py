@@ -56,6 +56,12 @@ MAP_F16_TOL = 2e-3
 # wrong tokens or columns is off by O(1). NALASR_BWD_MPOW (16-bit inputs only): 8.7e-6 in fp16.
 BWD_DZACC_TOL = {"float16": 1e-3, "float32": 1e-5}
 
+# NALASR_REDUCE_RR (the forward reduce from registers, nalasr_kernels.nala_rr) against _fwd_reduce: the same tf32
+# operands summed in another order (other k slots, other accumulators). In the interpreter with the GPU's tf32
+# truncation on batch3: the outputs equal, the gradients 5.2e-7 (fp16) and 4.1e-6 (bf16) apart; S or z stored
+# under the wrong dim, column or half is off by O(1).
+REDUCE_RR_TOL = {"float16": 1e-4, "bfloat16": 1e-3}
+
 SMALL = {"BLOCK_N": 16, "CHUNK": 32, "num_warps": 1}  # several chunks and ragged tails at small N
 GPU_CONFIG = {"BLOCK_N": 32, "CHUNK": 64, "num_warps": 4}
 # Two 16-token groups per tile in _bwd_query's reduce products (nala._reduce_dot; SMALL's 16-token tiles are one
@@ -274,6 +280,21 @@ def run_extras(device: str) -> dict:
         for dtype in ("float16", "float32"):
             out[f"{switch.lower()}_{dtype}"] = max(switch_errors(switch, dtype, device)) <= SWITCH_TOL[dtype]
     out["map_f16_float16"] = max(switch_errors("NALASR_MAP_F16", "float16", device)) <= MAP_F16_TOL
+    # The forward reduce from registers (nala_rr) where it applies (16-bit inputs, D = Dv = 16, no RoPE; batch3's
+    # qkvg views), and only there: once per 16-bit run with the switch on, never for float32.
+    from nalasr_kernels import nala_rr
+
+    launch, used = nala_rr.launch, []
+
+    def counted(*args, **kwargs):
+        used.append(args[0].dtype)
+        return launch(*args, **kwargs)
+
+    with mock.patch.object(nala_rr, "launch", counted):
+        for dtype in ("float16", "bfloat16"):
+            out[f"reduce_rr_{dtype}"] = max(switch_errors("NALASR_REDUCE_RR", dtype, device)) <= REDUCE_RR_TOL[dtype]
+        switch_errors("NALASR_REDUCE_RR", "float32", device)
+    out["reduce_rr_used"] = used == [torch.float16, torch.bfloat16]
     # _bwd_query's NALASR_BWD_DZACC (where dz is summed) and NALASR_BWD_MPOW (m/dir as one power; 16-bit only).
     for dtype in ("float16", "float32"):
         out[f"bwd_dzacc_{dtype}"] = max(switch_errors("NALASR_BWD_DZACC", dtype, device)) <= BWD_DZACC_TOL[dtype]
@@ -505,3 +526,34 @@ def test_approx_math_rule(monkeypatch, nala):
     monkeypatch.setenv("NALASR_APPROX_MATH", "yes")
     with pytest.raises(ValueError, match="NALASR_APPROX_MATH"):
         _approx_math(h)
+
+
+def test_reduce_rr_rule(monkeypatch, nala):
+    """NALASR_REDUCE_RR: the register reduce for 16-bit k, v of 16 dims with unit-stride dims, even strides, 4-byte
+    aligned data and whole tiles a chunk, where _fwd_reduce would take tf32 products without RoPE; 0 keeps
+    _fwd_reduce, anything else but 1 is refused."""
+    from nalasr_kernels import nala_rr
+
+    monkeypatch.delenv("NALASR_REDUCE_RR", raising=False)
+    k = torch.zeros(2, 64, 4, 16, dtype=torch.float16)
+    assert nala._reduce_rr(k, k, False, "tf32", False, 256)
+    assert nala._reduce_rr(k.bfloat16(), k.bfloat16(), False, "tf32", False, 256)
+    assert not nala._reduce_rr(k, k, True, "tf32", False, 256)  # RoPE
+    assert not nala._reduce_rr(k, k, False, "tf32x3", False, 256)
+    assert not nala._reduce_rr(k, k, False, "tf32", True, 256)  # 64-bit offsets
+    assert not nala_rr.usable(k.float(), k.float(), 256)
+    assert not nala_rr.usable(k, k.bfloat16(), 256)
+    assert not nala_rr.usable(k[..., :8], k[..., :8], 256)  # D = 8
+    assert not nala_rr.usable(k, k, 48)  # not whole 32-token tiles
+    d_strided = torch.zeros(2, 64, 16, 4, dtype=torch.float16).transpose(2, 3)
+    assert not nala_rr.usable(d_strided, d_strided, 256)
+    shifted = torch.zeros(1 + 64 * 4 * 16, dtype=torch.float16)[1:].view(1, 64, 4, 16)  # 2-byte aligned data
+    assert not nala_rr.usable(shifted, shifted, 256)
+    monkeypatch.setenv("NALASR_REDUCE_ZDOT", "0")  # the register reduce is ZDOT's z: off with it
+    assert not nala._reduce_rr(k, k, False, "tf32", False, 256)
+    monkeypatch.delenv("NALASR_REDUCE_ZDOT")
+    monkeypatch.setenv("NALASR_REDUCE_RR", "0")
+    assert not nala._reduce_rr(k, k, False, "tf32", False, 256)
+    monkeypatch.setenv("NALASR_REDUCE_RR", "on")
+    with pytest.raises(ValueError, match="NALASR_REDUCE_RR"):
+        nala._reduce_rr(k, k, False, "tf32", False, 256)

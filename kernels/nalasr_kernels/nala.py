@@ -1070,6 +1070,19 @@ def _reduce_zdot() -> bool:
     return _forced("NALASR_REDUCE_ZDOT", ("0", "1")) != "0"
 
 
+def _reduce_rr(k: Tensor, v: Tensor, rope: bool, prec: str, offs64: bool, chunk: int) -> bool:
+    """Whether the forward reduce runs :mod:`nalasr_kernels.nala_rr` (its products issued from registers, no shared
+    memory) instead of _fwd_reduce: where its loads fit (nala_rr.usable: 16-bit k, v with unit-stride head dims,
+    D = Dv = 16) and _fwd_reduce would take tf32 products with z from the same operands (ZDOT: no RoPE); int32
+    offsets. NALASR_REDUCE_RR=0 keeps _fwd_reduce. On the H200 at 518K: 57.5 against 67.0 µs
+    (benchmarks/results/h200/session18/call6/rr.json)."""
+    if rope or prec != "tf32" or offs64 or not (_reduce_zacc() and _reduce_zdot()):
+        return False
+    from . import nala_rr
+
+    return _forced("NALASR_REDUCE_RR", ("0", "1")) != "0" and nala_rr.usable(k, v, chunk)
+
+
 def _reduce_zacc() -> bool:
     """Whether _fwd_reduce sums z in an elementwise accumulator (default) instead of taking it from a column of
     ones beside the values in the S product (NALASR_REDUCE_ZACC=0). The column doubles the product's width when Dv
@@ -1196,12 +1209,18 @@ def nala_forward(q: Tensor, k: Tensor, v: Tensor, lam: float, tau: float, alpha:
     with _device_guard(q):
         chunk, n_chunks = _plan(n, b * h, dev, _PROGRAMS_PER_SM["fwd_reduce"])
         part = _empty((b * h * n_chunks * state_n,), torch.float32, dev)
-        _launch(_fwd_reduce_tuned, _fwd_reduce, (h, n_chunks, b),
-                k, v, freq, part, n, max(rope_w, 1), h, chunk, n_chunks, bucket,
-                *k.stride(), *v.stride(), float(alpha), float(lam),
-                D=d, DV=dv, BD=bd, BDV=bdv, BDZ=bdv if zacc or dv < bdv else 2 * bdv, LAM_INT=_lam_int(lam),
-                ROPE=rope, PREC=prec, APPROX=approx, OFFS64=_offs64(n, k, v), VEC4=_reduce_vec4(), ZACC=zacc,
-                CLAMP=clamp, ZDOT=zacc and not rope and _reduce_zdot())  # ZACC without RoPE means tf32 products
+        offs64 = _offs64(n, k, v)
+        if _reduce_rr(k, v, rope, prec, offs64, chunk):
+            from . import nala_rr
+
+            nala_rr.launch(k, v, part, n, chunk, n_chunks, alpha, lam, _lam_int(lam), approx, clamp)
+        else:
+            _launch(_fwd_reduce_tuned, _fwd_reduce, (h, n_chunks, b),
+                    k, v, freq, part, n, max(rope_w, 1), h, chunk, n_chunks, bucket,
+                    *k.stride(), *v.stride(), float(alpha), float(lam),
+                    D=d, DV=dv, BD=bd, BDV=bdv, BDZ=bdv if zacc or dv < bdv else 2 * bdv, LAM_INT=_lam_int(lam),
+                    ROPE=rope, PREC=prec, APPROX=approx, OFFS64=offs64, VEC4=_reduce_vec4(), ZACC=zacc,
+                    CLAMP=clamp, ZDOT=zacc and not rope and _reduce_zdot())  # ZACC without RoPE: tf32 products
         _combine_launch(part, state, b * h, n_chunks, 1.0 / n, state_n)
         chunk, n_chunks = _plan(n, b * h, dev, _PROGRAMS_PER_SM["fwd_map"])
         _launch(_fwd_map_tuned, _fwd_map, (h, n_chunks, b),

@@ -1,0 +1,222 @@
+r"""The forward reduce with its products issued from registers: ``_fwd_reduce`` without shared memory.
+
+Same result as :func:`nalasr_kernels.nala._fwd_reduce` with ZDOT (one chunk's partial S = Σ φk vᵀ and z = Σ φk,
+tf32 products, z from the very operands S multiplied), for the model's case: 16-bit k and v with unit-stride head
+dims, D = Dv = 16, no RoPE. ``nala_forward`` picks it there (see ``nala._reduce_rr``).
+
+Why. tl.dot takes its operands from shared memory: ``_fwd_reduce`` stores φk and v there and reads them back as
+mma fragments (12 st.shared.b128, 48 ld.shared and a barrier per warp and 32 tokens), and on the H200 its warps
+wait on that (Nsight Compute, benchmarks/results/h200/session18/call4: MIO throttle 16%, short scoreboard 20% of
+the stall reasons). But S += Σ_j φk_j v_jᵀ does not care which token sits in which k slot of an mma, nor which
+head dim in which row or column of S, as long as the final store undoes it. So each lane (g, t) = (lane >> 2,
+lane & 3) of a one-warp program loads exactly what its m16n8k8 tf32 fragments need, as 32-bit pairs of 16-bit
+values: tokens t + 4i (i = 0..7) of a 32-token tile, head dims 2g and 2g + 1 of k and of v. A token's 16 dims
+then sit in the 8 lanes that share t (its norm: three xor-shuffles), the feature map runs on those registers,
+and 16 mma.sync (4 k-steps of 8 tokens × 4 n-tiles: cos / sin of dims 2g / 2g + 1) accumulate Sᵀ, 16 more with
+an all-ones A accumulate z. H200, 518K tokens, 4 heads of 16: 57.5 against 67.0 µs
+(benchmarks/results/h200/session18/call6/rr.json).
+
+Layout. The per-lane tensors are 1-D: element e of a (256,) tensor is lane e % 32, slot i = e // 32 — Triton's
+default one-warp blocked layout, which it keeps because the offsets are not contiguous; reshape(join(lo, hi))
+gives (512,) operands whose 16 registers per lane are (i, j = lo / hi) in order, which is the order
+inline_asm_elementwise hands one pack of 16 to the mma block (offline sm_90, Triton 3.6: no shared memory and no
+layout conversion in the loop, benchmarks/compile_sm90.py --kernel fwd_reduce_rr). The mma fragments
+(PTX ISA, m16n8k8 .tf32): A a0..a3 = (row g, col t), (g + 8, t), (g, t + 4), (g + 8, t + 4); B b0, b1 = (row t, col
+g), (t + 4, g); C c0..c3 = (g, 2t), (g, 2t + 1), (g + 8, 2t), (g + 8, 2t + 1). Here A = vᵀ (rows: value columns, row
+slot g is column 2g and g + 8 is 2g + 1; cols: k slots, slot κ of k-step s is token 8s + κ), B = φk (n slot n of
+n-tile 0/1 is the cos of dim 2n / 2n + 1, of n-tile 2/3 the sin), so accumulator register (i, j) of lane (g, t)
+holds half i // 4 (cos, sin), value column 2g + i % 2, dim 4t + 2j + (i // 2) % 2.
+
+Interpreter (TRITON_INTERPRET=1, no PTX): the shuffles are gathers and each mma block is tl.dot on the same values
+rearranged into (token, dim) matrices and back into the fragments' order, so a CPU run checks the index arithmetic
+the GPU runs.
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+from torch import Tensor
+
+from .nala import _COMPILED, _INTERPRET, _angle, _key_mag, _sincos_angle, _slab
+
+TILE_TOKENS = 32  # tokens a loop iteration: 4 k-steps of 8; chunks must be multiples of it
+TILE = tl.constexpr(TILE_TOKENS)
+MAXNREG = 128  # 16 one-warp programs an SM; uncapped it takes 166 registers and ran 71.4 µs at 16 an SM
+
+
+def _mma_asm(ones_a: bool) -> str:
+    """16 mma.sync m16n8k8 tf32 over one tile: 4 k-steps × 4 n-tiles. Operands: D $0-$15 (n-tile nt: $4nt..), then
+    A $16-$31 (k-step s: $16+4s..$19+4s) unless ``ones_a`` (an all-ones A: z = Σ φk in every row), B cos and B sin
+    (16 each: register 4s + 2·slot + j, slot 0 = token t, 1 = token t + 4, j = dim 2g + j), C in (16)."""
+    b0 = 16 if ones_a else 32
+    c0 = b0 + 32
+    lines = ["{", ".reg .b32 one;", "mov.b32 one, 0x3F800000;"] if ones_a else []
+    for s in range(4):
+        for nt in range(4):
+            base, j = b0 + 16 * (nt // 2), nt % 2
+            d = ",".join(f"${4 * nt + c}" for c in range(4))
+            a = "one,one,one,one" if ones_a else ",".join(f"${16 + 4 * s + c}" for c in range(4))
+            b = f"${base + 4 * s + j},${base + 4 * s + 2 + j}"
+            cin = ",".join(f"${c0 + 4 * nt + c}" for c in range(4)) if s == 0 else d  # later k-steps chain on D
+            lines.append(f"mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {{{d}}}, {{{a}}}, {{{b}}}, {{{cin}}};")
+    return "\n".join(lines + (["}"] if ones_a else []))
+
+
+_MMA_S = tl.constexpr(_mma_asm(False))
+_MMA_S_CONSTRAINTS = tl.constexpr(",".join(["=r"] * 16 + ["r"] * 64))
+_MMA_Z = tl.constexpr(_mma_asm(True))
+_MMA_Z_CONSTRAINTS = tl.constexpr(",".join(["=r"] * 16 + ["r"] * 48))
+
+
+@triton.jit
+def _lane_xor(x, MASK: tl.constexpr):
+    """x (256,) from lane (lane ^ MASK), same slot: shfl.sync.bfly on the GPU, a gather in the interpreter."""
+    if _COMPILED:
+        if MASK == 4:
+            y = tl.inline_asm_elementwise("shfl.sync.bfly.b32 $0, $1, 4, 0x1f, -1;", "=r,r", [x],
+                                          dtype=tl.float32, is_pure=True, pack=1)
+        elif MASK == 8:
+            y = tl.inline_asm_elementwise("shfl.sync.bfly.b32 $0, $1, 8, 0x1f, -1;", "=r,r", [x],
+                                          dtype=tl.float32, is_pure=True, pack=1)
+        else:
+            y = tl.inline_asm_elementwise("shfl.sync.bfly.b32 $0, $1, 16, 0x1f, -1;", "=r,r", [x],
+                                          dtype=tl.float32, is_pure=True, pack=1)
+    else:
+        y = tl.gather(x, tl.arange(0, 256) ^ MASK, 0)
+    return y
+
+
+@triton.jit
+def _pair(lo, hi):
+    """(256,) lo / hi → the (512,) operand (f = 2e + j): a lane's registers (i, j), j fastest."""
+    return tl.reshape(tl.join(lo, hi), (512,))
+
+
+@triton.jit
+def _tokens_by_dim(p):
+    """Interpreter: a (512,) operand (f = 64i + 8g + 2t + j) as (32 tokens t + 4i, 16 dims 2g + j)."""
+    return tl.reshape(tl.permute(tl.reshape(p, (8, 8, 4, 2)), (0, 2, 1, 3)), (32, 16))
+
+
+@triton.jit
+def _to_fragments(s_c, s_s):
+    """Interpreter: (16 rows m, 16 dims) cos / sin halves → the (512,) accumulator in the lanes' order: register
+    (i, j) of lane (g, t) is half i // 4, row 2g + i % 2, dim 4t + 2j + (i // 2) % 2."""
+    s = tl.reshape(tl.join(tl.trans(s_c), tl.trans(s_s)), (4, 2, 2, 8, 2, 2))  # (t, j, b, g, a, half)
+    return tl.reshape(tl.permute(s, (5, 2, 4, 3, 0, 1)), (512,))
+
+
+@triton.jit
+def _mma_s(a, bc, bs, acc):
+    """acc + the tile's Sᵀ = vᵀ·φk, a = v, bc / bs = φk's cos / sin halves, all (512,) in the lanes' order."""
+    if _COMPILED:
+        out = tl.inline_asm_elementwise(_MMA_S, _MMA_S_CONSTRAINTS, [a, bc, bs, acc], dtype=tl.float32,
+                                        is_pure=True, pack=16)
+    else:
+        v = tl.trans(_tokens_by_dim(a))
+        out = acc + _to_fragments(tl.dot(v, _tokens_by_dim(bc), input_precision="tf32"),
+                                  tl.dot(v, _tokens_by_dim(bs), input_precision="tf32"))
+    return out
+
+
+@triton.jit
+def _mma_z(bc, bs, acc):
+    """acc + the tile's Σ φk in every row (an all-ones A: the tensor cores truncate φk to tf32 as for S)."""
+    if _COMPILED:
+        out = tl.inline_asm_elementwise(_MMA_Z, _MMA_Z_CONSTRAINTS, [bc, bs, acc], dtype=tl.float32, is_pure=True,
+                                        pack=16)
+    else:
+        ones = tl.full((16, 32), 1.0, tl.float32)
+        out = acc + _to_fragments(tl.dot(ones, _tokens_by_dim(bc), input_precision="tf32"),
+                                  tl.dot(ones, _tokens_by_dim(bs), input_precision="tf32"))
+    return out
+
+
+@triton.jit
+def _unpack(p, DT: tl.constexpr):
+    """(256,) int32 pairs of 16-bit floats (dtype DT) → the low and the high element in float32."""
+    lo = (p & 65535).to(tl.int16).to(DT, bitcast=True).to(tl.float32)
+    hi = (p >> 16).to(tl.int16).to(DT, bitcast=True).to(tl.float32)
+    return lo, hi
+
+
+@triton.jit(do_not_specialize=["N", "n_chunks"])
+def _fwd_reduce_rr(K, V, PART, N, CHUNK, n_chunks, H, sk_b, sk_n, sk_h, sv_b, sv_n, sv_h, alpha, lam,
+                   LAM_INT: tl.constexpr, APPROX: tl.constexpr, CLAMP: tl.constexpr):
+    """Partial Σφk vᵀ and Σφk over one chunk of one (b, h) → PART[b, h, chunk, :] (the layout of _store_state).
+    k, v: (B, N, H, 16) 16-bit, strides in elements, all even, head dims unit-stride; CHUNK a multiple of TILE."""
+    pid_h, pid_c, pid_b = tl.program_id(0), tl.program_id(1), tl.program_id(2)
+    # The statements' order as in the prototype (benchmarks/rr_reduce_gpu.py): ptxas scheduled a reordering of these
+    # lines 68 instructions differently in the loop (where the next tile's loads issue among the MUFU ops), and it
+    # ran 65.3 against 57.7 µs (benchmarks/results/h200/session18/call8).
+    e = tl.arange(0, 256)
+    lane = e % 32
+    i = e // 32
+    g = lane // 4
+    t = lane % 4
+    kp = _slab(K, pid_b, pid_h, sk_b, sk_h).to(tl.pointer_type(tl.int32))
+    vp = _slab(V, pid_b, pid_h, sv_b, sv_h).to(tl.pointer_type(tl.int32))
+    start = pid_c * CHUNK
+    end = tl.minimum(start + CHUNK, N)
+    tok = t + 4 * i  # token t + 4i of the tile
+    koff = tok * (sk_n // 2) + g  # in pairs; loop-invariant, the tile's start moves the scalar base
+    voff = tok * (sv_n // 2) + g
+    # Tokens past the end load as 0: φk(0) = 0, v = 0, they add nothing to S or z.
+    kn = tl.load(kp + start * (sk_n // 2) + koff, mask=start + tok < end, other=0)
+    vn = tl.load(vp + start * (sv_n // 2) + voff, mask=start + tok < end, other=0)
+    zero = tl.zeros((256,), dtype=tl.float32)
+    acc = _pair(zero, zero)  # built like the operands, so it has their layout (no conversion a step)
+    zacc = _pair(zero, zero)
+    for n0 in tl.range(start, end, 32):
+        kk = kn
+        vv = vn
+        left = end - n0 - 32
+        kn = tl.load(kp + (n0 + 32) * (sk_n // 2) + koff, mask=tok < left, other=0)  # the next tile in flight
+        vn = tl.load(vp + (n0 + 32) * (sv_n // 2) + voff, mask=tok < left, other=0)
+        x0, x1 = _unpack(kk, K.dtype.element_ty)
+        v0, v1 = _unpack(vv, V.dtype.element_ty)
+        x20 = x0 * x0
+        x21 = x1 * x1
+        ss = x20 + x21
+        ss = ss + _lane_xor(ss, 4)  # the token's other 14 dims, in the lanes that share t
+        ss = ss + _lane_xor(ss, 8)
+        ss = ss + _lane_xor(ss, 16)
+        ar = alpha * tl.rsqrt(ss + 1e-12)
+        u0, uc0 = _angle(x0 * ar, APPROX, CLAMP)
+        u1, uc1 = _angle(x1 * ar, APPROX, CLAMP)
+        c0, s0 = _sincos_angle(uc0, APPROX)
+        c1, s1 = _sincos_angle(uc1, APPROX)
+        m0 = _key_mag(x0, x20, lam, LAM_INT)
+        m1 = _key_mag(x1, x21, lam, LAM_INT)
+        bc = _pair(m0 * c0, m1 * c1)
+        bs = _pair(m0 * s0, m1 * s1)
+        acc = _mma_s(_pair(v0, v1), bc, bs, acc)
+        zacc = _mma_z(bc, bs, zacc)
+    f = tl.arange(0, 512)  # register (i, j) = (f // 64, f % 2) of lane (g, t) = ((f // 8) % 8, (f // 2) % 4)
+    fi = f // 64
+    half = fi // 4
+    dim = 4 * ((f // 2) % 4) + 2 * (f % 2) + (fi // 2) % 2
+    col = 2 * ((f // 8) % 8) + fi % 2
+    st = PART + ((pid_b * H + pid_h) * n_chunks + pid_c).to(tl.int64) * (2 * 16 * 16 + 2 * 16)
+    tl.store(st + half * 256 + dim * 16 + col, acc)  # [S_cos (16×16) | S_sin | z_cos (16) | z_sin (16)]
+    tl.store(st + 512 + half * 16 + dim, zacc, mask=col == 0)  # every row of the ones product is z
+
+
+def usable(k: Tensor, v: Tensor, chunk: int) -> bool:
+    """Whether k, v suit this kernel's loads: 16-bit, one dtype, (B, N, H, 16) with unit-stride head dims, every
+    other stride even and 4-byte aligned data (the 32-bit pair loads); chunks of whole tiles."""
+    return (k.dtype == v.dtype and k.dtype in (torch.float16, torch.bfloat16) and k.shape[-1] == v.shape[-1] == 16
+            and k.stride(3) == v.stride(3) == 1 and all(s % 2 == 0 for s in k.stride()[:3] + v.stride()[:3])
+            and k.data_ptr() % 4 == 0 and v.data_ptr() % 4 == 0 and chunk % TILE_TOKENS == 0)
+
+
+def launch(k: Tensor, v: Tensor, part: Tensor, n: int, chunk: int, n_chunks: int, alpha: float, lam: float,
+           lam_int: int, approx: bool, clamp: bool) -> None:
+    """The (H, chunks, B) grid over k, v (B, N, H, 16) into part (B·H·chunks·544 float32)."""
+    b, _, h, _ = k.shape
+    extra = {} if _INTERPRET else {"maxnreg": MAXNREG}
+    _fwd_reduce_rr[(h, n_chunks, b)](k, v, part, n, chunk, n_chunks, h, k.stride(0), k.stride(1), k.stride(2),
+                                     v.stride(0), v.stride(1), v.stride(2), float(alpha), float(lam),
+                                     LAM_INT=lam_int, APPROX=approx, CLAMP=clamp, num_warps=1, num_stages=1, **extra)
