@@ -12,7 +12,9 @@ import it). Per (batch b, head h), N tokens, D = head dim, Dv = value dim, every
 
 Forward, two stages (plus a tiny combine):
   1. ``_fwd_reduce``: programs split the token axis into chunks; each computes φk on the fly from k and
-     accumulates its chunk's partial S, z in registers (tl.dot for S), written to a partial buffer.
+     accumulates its chunk's partial S, z in registers (tl.dot for S), written to a partial buffer. For 16-bit k, v
+     of 16 unit-stride dims without RoPE (the model's case) ``nala_rr._fwd_reduce_rr`` does the same with its mma
+     fragments loaded and computed in registers, no shared memory (see _reduce_rr).
   2. ``_combine``: sums the partials in a fixed order (no atomics: bitwise reproducible) and scales by 1/N.
   3. ``_fwd_map``: every query tile computes φq on the fly, num = φ̃qᵀS (tl.dot), den = φqᵀz + ε, writes o once.
   φ never touches memory; HBM traffic is q, k, v read once and o written once (+ a few KiB of state).
