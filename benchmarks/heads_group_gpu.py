@@ -314,7 +314,8 @@ def main() -> None:
         qq, kk, vv, _ = _inputs(n, lay)
         fn = lambda: nala.nala_forward(qq, kk, vv, *HP)  # noqa: E731
         fn()
-        row(part="landed", layout=lay, graph_us=graph_ms(fn) * 1e3, **{kk_: round(us, 1) for kk_, us in kernel_us(fn).items()})
+        row(part="landed", layout=lay, graph_us=graph_ms(fn) * 1e3,
+            **{name: round(us, 1) for name, us in kernel_us(fn).items()})
     # head-major storage, o head-major
     qh, kh, vh = (t.transpose(1, 2).contiguous().transpose(1, 2) for t in (q, k, v))
     oh = torch.empty_like(qh)
@@ -324,7 +325,6 @@ def main() -> None:
     row(part="hmajor", layout="hmajor", state_rel=_rel(st2, st_ref), o_rel=_rel(o2, o_ref), graph_us=graph_ms(fn) * 1e3,
         **{kk_: round(us, 1) for kk_, us in kernel_us(fn).items()})
     # prototypes: each map config with the landed reduce config, each reduce config with the landed map config
-    specs = [(c.split(":")[0], c.split(":")[1]) for c in a.map.split(",")]
     def parse(t):
         hpp, cfg = t
         bn, w, st_pp = cfg.split("x", 2)

@@ -75,8 +75,9 @@ def main() -> None:
     print("\nsummary (µs):")
     for r in res["rows"]:
         red = r.get("_fwd_reduce_rr", r.get("_fwd_reduce", float("nan")))
+        nan = float("nan")
         print(f"  {r['layout']:7s} {r['kernel']:14s} ppsm {r.get('ppsm', '-')!s:3s} cap {r.get('maxnreg')!s:4s} "
-              f"reduce {red:6.1f} combine {r.get('_combine', float('nan')):4.1f} map {r.get('_fwd_map', float('nan')):5.1f}"
+              f"reduce {red:6.1f} combine {r.get('_combine', nan):4.1f} map {r.get('_fwd_map', nan):5.1f}"
               f"  state rel {r['state_rel']:.1e}")
 
 

@@ -41,8 +41,7 @@ from torch import Tensor
 
 from .nala import _COMPILED, _INTERPRET, _angle, _key_mag, _sincos_angle, _slab
 
-TILE_TOKENS = 32  # tokens a loop iteration: 4 k-steps of 8; chunks must be multiples of it
-TILE = tl.constexpr(TILE_TOKENS)
+TILE_TOKENS = 32  # tokens a loop iteration (the kernel's literal 32): 4 k-steps of 8; chunks are multiples of it
 MAXNREG = 128  # 16 one-warp programs an SM; uncapped it takes 166 registers and ran 71.4 µs at 16 an SM
 
 
@@ -146,11 +145,12 @@ def _unpack(p, DT: tl.constexpr):
 def _fwd_reduce_rr(K, V, PART, N, CHUNK, n_chunks, H, sk_b, sk_n, sk_h, sv_b, sv_n, sv_h, alpha, lam,
                    LAM_INT: tl.constexpr, APPROX: tl.constexpr, CLAMP: tl.constexpr):
     """Partial Σφk vᵀ and Σφk over one chunk of one (b, h) → PART[b, h, chunk, :] (the layout of _store_state).
-    k, v: (B, N, H, 16) 16-bit, strides in elements, all even, head dims unit-stride; CHUNK a multiple of TILE."""
+    k, v: (B, N, H, 16) 16-bit, strides in elements, all even, head dims unit-stride; CHUNK a multiple of
+    TILE_TOKENS."""
     pid_h, pid_c, pid_b = tl.program_id(0), tl.program_id(1), tl.program_id(2)
-    # The statements' order as in the prototype (benchmarks/rr_reduce_gpu.py): ptxas scheduled a reordering of these
-    # lines 68 instructions differently in the loop (where the next tile's loads issue among the MUFU ops), and it
-    # ran 65.3 against 57.7 µs (benchmarks/results/h200/session18/call8).
+    # The statements in the prototype's order (commit 5fc4f03, benchmarks/rr_reduce_gpu.py): ptxas scheduled a
+    # reordering of these lines 68 instructions differently in the loop (where the next tile's loads issue among
+    # the MUFU ops), and that ran 65.3 against 57.7 µs (benchmarks/results/h200/session18/call8).
     e = tl.arange(0, 256)
     lane = e % 32
     i = e // 32
