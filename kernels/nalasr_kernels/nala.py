@@ -1076,8 +1076,8 @@ def _reduce_rr(k: Tensor, v: Tensor, rope: bool, prec: str, offs64: bool, chunk:
     """Whether the forward reduce runs :mod:`nalasr_kernels.nala_rr` (its products issued from registers, no shared
     memory) instead of _fwd_reduce: where its loads fit (nala_rr.usable: 16-bit k, v with unit-stride head dims,
     D = Dv = 16) and _fwd_reduce would take tf32 products with z from the same operands (ZDOT: no RoPE); int32
-    offsets. NALASR_REDUCE_RR=0 keeps _fwd_reduce. On the H200 at 518K: 57.5 against 67.0 µs
-    (benchmarks/results/h200/session18/call6/rr.json)."""
+    offsets. NALASR_REDUCE_RR=0 keeps _fwd_reduce. On the H200 at 518K: 59.7 against 67.1 µs in the forward
+    (benchmarks/results/h200/session18/call10/rr.json)."""
     if rope or prec != "tf32" or offs64 or not (_reduce_zacc() and _reduce_zdot()):
         return False
     from . import nala_rr

@@ -13,8 +13,8 @@ lane & 3) of a one-warp program loads exactly what its m16n8k8 tf32 fragments ne
 values: tokens t + 4i (i = 0..7) of a 32-token tile, head dims 2g and 2g + 1 of k and of v. A token's 16 dims
 then sit in the 8 lanes that share t (its norm: three xor-shuffles), the feature map runs on those registers,
 and 16 mma.sync (4 k-steps of 8 tokens × 4 n-tiles: cos / sin of dims 2g / 2g + 1) accumulate Sᵀ, 16 more with
-an all-ones A accumulate z. H200, 518K tokens, 4 heads of 16: 57.5 against 67.0 µs
-(benchmarks/results/h200/session18/call6/rr.json).
+an all-ones A accumulate z. H200, 518K tokens, 4 heads of 16: 59.7 µs in the forward (57.4 alone) against
+_fwd_reduce's 67.1 (benchmarks/results/h200/session18/call10/rr.json).
 
 Layout. The per-lane tensors are 1-D: element e of a (256,) tensor is lane e % 32, slot i = e // 32 — Triton's
 default one-warp blocked layout, which it keeps because the offsets are not contiguous; reshape(join(lo, hi))
