@@ -36,8 +36,8 @@ import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
 
 from nalasr_kernels import nala  # noqa: E402
-from nalasr_kernels.nala import _COMPILED, _angle, _log2, _sincos_angle, _slab, _tanh  # noqa: E402
-from nalasr_kernels.nala_rr import _unpack  # noqa: E402
+from nalasr_kernels.nala import _COMPILED, _angle, _log2, _pow2_scale, _sincos_angle, _slab, _tanh  # noqa: E402
+from nalasr_kernels.nala_rr import _lane_xor, _unpack  # noqa: E402
 
 HP = (3.0, 0.5, 1.0, 1e-6, 0, 0, 100.0)  # λ, τ, α, ε, no RoPE
 
@@ -59,21 +59,6 @@ def _mma_asm() -> str:
 
 _MMA = tl.constexpr(_mma_asm())
 _MMA_CONSTRAINTS = tl.constexpr(",".join(["=r"] * 8 + ["r"] * 24))
-
-
-@triton.jit
-def _xor(x, MASK: tl.constexpr):
-    """x (SLOTS, 32) from lane (lane ^ MASK), MASK 1 or 2: the other lanes of the token."""
-    if _COMPILED:
-        if MASK == 1:
-            y = tl.inline_asm_elementwise("shfl.sync.bfly.b32 $0, $1, 1, 0x1f, -1;", "=r,r", [x], dtype=tl.float32,
-                                          is_pure=True, pack=1)
-        else:
-            y = tl.inline_asm_elementwise("shfl.sync.bfly.b32 $0, $1, 2, 0x1f, -1;", "=r,r", [x], dtype=tl.float32,
-                                          is_pure=True, pack=1)
-    else:
-        y = tl.gather(x, tl.broadcast_to((tl.arange(0, 32) ^ MASK)[None, :], x.shape), 1)
-    return y
 
 
 @triton.jit
@@ -163,11 +148,7 @@ def _fwd_map_rr(Q, STATE, O, N, H, CHUNK, sq_b, sq_n, sq_h, so_b, so_n, so_h, al
     c0, c1, c2, c3, c4, c5, c6, c7 = _lane_state(STATE, bh, 0)
     s0, s1, s2, s3, s4, s5, s6, s7 = _lane_state(STATE, bh, 256)
     m = tl.maximum(_absmax(c0, c1, c2, c3, c4, c5, c6, c7), _absmax(s0, s1, s2, s3, s4, s5, s6, s7))
-    smax = tl.max(tl.max(m, axis=1), axis=0)
-    e = (smax.to(tl.int32, bitcast=True) >> 23) & 255
-    e = tl.where(e == 0, 126, tl.minimum(e, 253))
-    down = ((253 - e) << 23).to(tl.float32, bitcast=True)
-    up = ((e + 1) << 23).to(tl.float32, bitcast=True)
+    down, up = _pow2_scale(tl.max(tl.max(m, axis=1), axis=0))
     bc = _fragments(c0, c1, c2, c3, c4, c5, c6, c7, down)
     bs = _fragments(s0, s1, s2, s3, s4, s5, s6, s7, down)
     lane = tl.arange(0, 32)[None, :]
@@ -192,8 +173,8 @@ def _fwd_map_rr(Q, STATE, O, N, H, CHUNK, sq_b, sq_n, sq_h, so_b, so_n, so_h, al
         qa = tl.load(qp + nxt * (sq_n // 2) + qoff, mask=row < end - nxt, other=0)  # the next tile in flight
         qb = tl.load(qp + nxt * (sq_n // 2) + qoff + 1, mask=row < end - nxt, other=0)
         ss = xa * xa + xb * xb + xc * xc + xd * xd
-        ss = ss + _xor(ss, 1)
-        ss = ss + _xor(ss, 2)
+        ss = ss + _lane_xor(ss, 1)
+        ss = ss + _lane_xor(ss, 2)
         r = tl.rsqrt(ss + 1e-12)
         p = lam * (tau + _tanh(ss * r, APPROX))  # m = |dir|^p = 2^(p·log2|x| + p·log2 r) (nala._query_mag_fwd)
         pr = p * _log2(r)
@@ -212,8 +193,8 @@ def _fwd_map_rr(Q, STATE, O, N, H, CHUNK, sq_b, sq_n, sq_h, so_b, so_n, so_h, al
         cd, sd = _sincos_angle(ucd, APPROX)
         den = (ma * (ca * zc0 + sa * zs0) + mb * (cb * zc1 + sb * zs1) + mc * (cc * zc2 + sc * zs2)
                + md * (cd * zc3 + sd * zs3))
-        den = den + _xor(den, 1)
-        den = den + _xor(den, 2) + eps
+        den = den + _lane_xor(den, 1)
+        den = den + _lane_xor(den, 2) + eps
         a = _quad(_pack2(ma * ca, mb * cb, True), _pack2(mc * cc, md * cd, True),
                   _pack2(ma * sa, mb * sb, True), _pack2(mc * sc, md * sd, True))
         num = _mma(a, bc, bs, SLOTS)

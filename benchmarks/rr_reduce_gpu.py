@@ -33,10 +33,7 @@ def rr_state(k, v, ppsm: int, maxnreg: int | None) -> torch.Tensor:
     chunk, n_chunks = nala._plan(n, b * h, k.device, ppsm)
     part = torch.full((b * h * n_chunks * state_n,), float("nan"), dtype=torch.float32, device=k.device)
     state = torch.empty((b, h, state_n), dtype=torch.float32, device=k.device)
-    extra = {"maxnreg": maxnreg} if maxnreg else {}
-    nala_rr._fwd_reduce_rr[(h, n_chunks, b)](
-        k, v, part, n, chunk, n_chunks, h, k.stride(0), k.stride(1), k.stride(2), v.stride(0), v.stride(1),
-        v.stride(2), 1.0, 3.0, LAM_INT=3, APPROX=True, CLAMP=False, num_warps=1, num_stages=1, **extra)
+    nala_rr.launch(k, v, part, n, chunk, n_chunks, HP[2], HP[0], 3, True, False, maxnreg)
     nala._combine_launch(part, state, b * h, n_chunks, 1.0 / n, state_n)
     return state
 

@@ -346,11 +346,18 @@ def _f16_state(s_c, s_s):
     with them the map took 63.1 µs against 63.6 in tf32 (benchmarks/results/h200/session15/call5/sweep_m16.json;
     59.0 with this one, call6). All zeros or subnormals stay unscaled."""
     smax = tl.maximum(tl.max(tl.max(tl.abs(s_c), axis=1), axis=0), tl.max(tl.max(tl.abs(s_s), axis=1), axis=0))
+    down, up = _pow2_scale(smax)
+    return (s_c * down).to(tl.float16), (s_s * down).to(tl.float16), up
+
+
+@triton.jit
+def _pow2_scale(smax):
+    """(down, up): the power of two that puts smax (≥ 0) in [0.5, 1), and its inverse; 1 for zero or subnormal smax."""
     e = (smax.to(tl.int32, bitcast=True) >> 23) & 255  # biased exponent: smax in [2^(e−127), 2^(e−126))
     e = tl.where(e == 0, 126, tl.minimum(e, 253))
     down = ((253 - e) << 23).to(tl.float32, bitcast=True)  # 2^(126 − e)
     up = ((e + 1) << 23).to(tl.float32, bitcast=True)  # 2^(e − 126)
-    return (s_c * down).to(tl.float16), (s_s * down).to(tl.float16), up
+    return down, up
 
 
 @triton.jit
@@ -1080,8 +1087,6 @@ def _reduce_rr(k: Tensor, v: Tensor, rope: bool, prec: str, offs64: bool, chunk:
     (benchmarks/results/h200/session18/call10/rr.json)."""
     if rope or prec != "tf32" or offs64 or not (_reduce_zacc() and _reduce_zdot()):
         return False
-    from . import nala_rr
-
     return _forced("NALASR_REDUCE_RR", ("0", "1")) != "0" and nala_rr.usable(k, v, chunk)
 
 
@@ -1213,8 +1218,6 @@ def nala_forward(q: Tensor, k: Tensor, v: Tensor, lam: float, tau: float, alpha:
         part = _empty((b * h * n_chunks * state_n,), torch.float32, dev)
         offs64 = _offs64(n, k, v)
         if _reduce_rr(k, v, rope, prec, offs64, chunk):
-            from . import nala_rr
-
             nala_rr.launch(k, v, part, n, chunk, n_chunks, alpha, lam, _lam_int(lam), approx, clamp)
         else:
             _launch(_fwd_reduce_tuned, _fwd_reduce, (h, n_chunks, b),
@@ -1368,3 +1371,7 @@ def nala_attention_triton(
         return q.new_zeros(v.shape, dtype=q.dtype) + 0 * (q.sum() + k.sum() + v.sum()).to(q.dtype)
     return NalaAttentionFunction.apply(q, k, v, hp["lam"], hp["tau"], hp["alpha"], hp["eps"], rh, rw,
                                        float(rope_base))
+
+
+# The register reduce builds on this module's device helpers, so it is imported once they exist (it imports them back).
+from . import nala_rr  # noqa: E402

@@ -71,9 +71,17 @@ _MMA_Z_CONSTRAINTS = tl.constexpr(",".join(["=r"] * 16 + ["r"] * 48))
 
 @triton.jit
 def _lane_xor(x, MASK: tl.constexpr):
-    """x (256,) from lane (lane ^ MASK), same slot: shfl.sync.bfly on the GPU, a gather in the interpreter."""
+    """x from lane (lane ^ MASK) (MASK 1, 2, 4, 8 or 16), same slot: shfl.sync.bfly on the GPU. x is (256,) with
+    lane e % 32, or (SLOTS, 32) with the lane last; in the interpreter a gather along the last axis (for (256,),
+    e ^ MASK keeps the slot e // 32, as MASK < 32)."""
     if _COMPILED:
-        if MASK == 4:
+        if MASK == 1:
+            y = tl.inline_asm_elementwise("shfl.sync.bfly.b32 $0, $1, 1, 0x1f, -1;", "=r,r", [x],
+                                          dtype=tl.float32, is_pure=True, pack=1)
+        elif MASK == 2:
+            y = tl.inline_asm_elementwise("shfl.sync.bfly.b32 $0, $1, 2, 0x1f, -1;", "=r,r", [x],
+                                          dtype=tl.float32, is_pure=True, pack=1)
+        elif MASK == 4:
             y = tl.inline_asm_elementwise("shfl.sync.bfly.b32 $0, $1, 4, 0x1f, -1;", "=r,r", [x],
                                           dtype=tl.float32, is_pure=True, pack=1)
         elif MASK == 8:
@@ -83,7 +91,11 @@ def _lane_xor(x, MASK: tl.constexpr):
             y = tl.inline_asm_elementwise("shfl.sync.bfly.b32 $0, $1, 16, 0x1f, -1;", "=r,r", [x],
                                           dtype=tl.float32, is_pure=True, pack=1)
     else:
-        y = tl.gather(x, tl.arange(0, 256) ^ MASK, 0)
+        idx = tl.arange(0, x.shape[-1]) ^ MASK
+        if len(x.shape) == 1:
+            y = tl.gather(x, idx, 0)
+        else:
+            y = tl.gather(x, tl.broadcast_to(idx[None, :], x.shape), 1)
     return y
 
 
@@ -213,10 +225,11 @@ def usable(k: Tensor, v: Tensor, chunk: int) -> bool:
 
 
 def launch(k: Tensor, v: Tensor, part: Tensor, n: int, chunk: int, n_chunks: int, alpha: float, lam: float,
-           lam_int: int, approx: bool, clamp: bool) -> None:
-    """The (H, chunks, B) grid over k, v (B, N, H, 16) into part (B·H·chunks·544 float32)."""
+           lam_int: int, approx: bool, clamp: bool, maxnreg: int | None = MAXNREG) -> None:
+    """The (H, chunks, B) grid over k, v (B, N, H, 16) into part (B·H·chunks·544 float32); ``maxnreg`` None for
+    no register cap (benchmarks/rr_reduce_gpu.py sweeps it)."""
     b, _, h, _ = k.shape
-    extra = {} if _INTERPRET else {"maxnreg": MAXNREG}
+    extra = {} if _INTERPRET or not maxnreg else {"maxnreg": maxnreg}
     _fwd_reduce_rr[(h, n_chunks, b)](k, v, part, n, chunk, n_chunks, h, k.stride(0), k.stride(1), k.stride(2),
                                      v.stride(0), v.stride(1), v.stride(2), float(alpha), float(lam),
                                      LAM_INT=lam_int, APPROX=approx, CLAMP=clamp, num_warps=1, num_stages=1, **extra)
