@@ -1,0 +1,196 @@
+"""Issue 5 prototype: the forward map with one program for all heads of its tokens, o stored as whole 128-byte rows.
+
+    PYTHONPATH=.:kernels python benchmarks/rows_map_gpu.py --json OUT.json [--tokens 518400] [--configs 32x2,...]
+    TRITON_INTERPRET=1 PYTHONPATH=.:kernels python benchmarks/rows_map_gpu.py --interpret   # CPU parity check
+
+Why (benchmarks/results/h200/session19/call4, rows_floor_gpu.py): the map's traffic alone takes 44.9 µs at 518K when
+each store instruction writes one head's 32 bytes of a row — also when one warp stores the four heads back to back —
+and 35.1 µs when a store writes whole rows; loads do not care (the reduce's traffic: 42-43 µs either way). So this
+map computes each head as ``_fwd_map`` does (same helpers: norm, magnitude, angle, series, float16 product against
+the scaled S), joins the four (BLOCK_N, 16) outputs into (BLOCK_N, 64) and stores that once. The model's case only:
+H = 4, D = Dv = 16, 16-bit q, o contiguous (B, N, 4, 16), no RoPE, λτ ≥ 1.5 (FASTMAG).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+
+import torch
+import triton
+import triton.language as tl
+
+from nalasr_kernels import nala
+from nalasr_kernels.nala import (_angle, _f16_state, _load_state, _load_tile, _query_mag_fwd, _sincos_angle,
+                                 _slab, _token_rows)
+
+HP = (3.0, 0.5, 1.0, 1e-6, 0, 0, 100.0)  # λ, τ, α, ε, no RoPE
+
+
+@triton.jit
+def _head_state(STATE, bh):
+    s_c, s_s, z_c, z_s = _load_state(STATE, bh, 16, 16)
+    s_c, s_s, up = _f16_state(s_c, s_s)
+    return s_c, s_s, z_c, z_s, up
+
+
+@triton.jit
+def _head_out(x, s_c, s_s, z_c, z_s, up, alpha, lam, tau, eps, APPROX: tl.constexpr, CLAMP: tl.constexpr):
+    """One head's (BLOCK_N, 16) outputs from its (BLOCK_N, 16) queries: _fwd_map's loop body (FASTMAG, F16)."""
+    x = x.to(tl.float32)
+    ss = tl.sum(x * x, axis=1)
+    r = tl.rsqrt(ss + 1e-12)
+    m = _query_mag_fwd(x, r, ss * r, lam, tau, APPROX)
+    u, uc = _angle(x * (alpha * r)[:, None], APPROX, CLAMP)
+    c, s = _sincos_angle(uc, APPROX)
+    den = tl.sum(m * (c * z_c[None, :] + s * z_s[None, :]), axis=1) + eps
+    num = tl.dot((m * c).to(tl.float16), s_c)
+    num = tl.dot((m * s).to(tl.float16), s_s, num)
+    return num * (up / den)[:, None]
+
+
+@triton.jit
+def _fwd_map_rows(Q, STATE, O, N, CHUNK, sq_b, sq_n, sq_h, so_b, so_n, alpha, lam, tau, eps,
+                  APPROX: tl.constexpr, CLAMP: tl.constexpr, BLOCK_N: tl.constexpr, HEADS: tl.constexpr):
+    """Queries [chunk] of batch b, HEADS (2 or 4) adjacent heads from HEADS·program_id(1) on: o (BLOCK_N, 16·HEADS)
+    a tile, heads adjacent as in O's rows (heads 2, 3 computed on 0, 1's tiles when HEADS = 2, and not stored)."""
+    pid_c = tl.program_id(0)
+    h0 = tl.program_id(1) * HEADS
+    pid_b = tl.program_id(2)
+    offs_d = tl.arange(0, 16)
+    dmask = offs_d < 16
+    sc0, ss0, zc0, zs0, up0 = _head_state(STATE, pid_b * 4 + h0)
+    sc1, ss1, zc1, zs1, up1 = _head_state(STATE, pid_b * 4 + h0 + 1)
+    qb0 = _slab(Q, pid_b, h0, sq_b, sq_h)
+    qb1 = qb0 + sq_h
+    if HEADS == 4:
+        sc2, ss2, zc2, zs2, up2 = _head_state(STATE, pid_b * 4 + 2)
+        sc3, ss3, zc3, zs3, up3 = _head_state(STATE, pid_b * 4 + 3)
+        qb2 = qb1 + sq_h
+        qb3 = qb2 + sq_h
+    else:
+        sc2, ss2, zc2, zs2, up2 = sc0, ss0, zc0, zs0, up0
+        sc3, ss3, zc3, zs3, up3 = sc1, ss1, zc1, zs1, up1
+        qb2 = qb0
+        qb3 = qb1
+    o_base = O + pid_b.to(tl.int64) * so_b + h0 * 16
+    offs_o = tl.arange(0, 16 * HEADS)
+    start = pid_c * CHUNK
+    end = tl.minimum(start + CHUNK, N)
+    x0n = _load_tile(qb0, start, end, sq_n, offs_d, 1, dmask, BLOCK_N, False)
+    x1n = _load_tile(qb1, start, end, sq_n, offs_d, 1, dmask, BLOCK_N, False)
+    x2n = x0n
+    x3n = x1n
+    if HEADS == 4:
+        x2n = _load_tile(qb2, start, end, sq_n, offs_d, 1, dmask, BLOCK_N, False)
+        x3n = _load_tile(qb3, start, end, sq_n, offs_d, 1, dmask, BLOCK_N, False)
+    for n0 in tl.range(start, end, BLOCK_N):
+        offs_n, nmask, rows = _token_rows(n0, end, BLOCK_N, False)
+        x0 = x0n
+        x1 = x1n
+        x2 = x2n
+        x3 = x3n
+        x0n = _load_tile(qb0, n0 + BLOCK_N, end, sq_n, offs_d, 1, dmask, BLOCK_N, False)
+        x1n = _load_tile(qb1, n0 + BLOCK_N, end, sq_n, offs_d, 1, dmask, BLOCK_N, False)
+        o0 = _head_out(x0, sc0, ss0, zc0, zs0, up0, alpha, lam, tau, eps, APPROX, CLAMP)
+        o1 = _head_out(x1, sc1, ss1, zc1, zs1, up1, alpha, lam, tau, eps, APPROX, CLAMP)
+        if HEADS == 4:
+            x2n = _load_tile(qb2, n0 + BLOCK_N, end, sq_n, offs_d, 1, dmask, BLOCK_N, False)
+            x3n = _load_tile(qb3, n0 + BLOCK_N, end, sq_n, offs_d, 1, dmask, BLOCK_N, False)
+            o2 = _head_out(x2, sc2, ss2, zc2, zs2, up2, alpha, lam, tau, eps, APPROX, CLAMP)
+            o3 = _head_out(x3, sc3, ss3, zc3, zs3, up3, alpha, lam, tau, eps, APPROX, CLAMP)
+            # [n, d, a, b] = head 2b + a → (n, b, a, d) → column 16·(2b + a) + d
+            o = tl.join(tl.join(o0, o1), tl.join(o2, o3))
+            o = tl.reshape(tl.permute(o, (0, 3, 2, 1)), (BLOCK_N, 64))
+        else:
+            o = tl.reshape(tl.permute(tl.join(o0, o1), (0, 2, 1)), (BLOCK_N, 32))
+        tl.store(o_base + rows[:, None] * so_n + offs_o[None, :], o.to(O.dtype.element_ty), mask=nmask[:, None])
+
+
+def rows_map(q: torch.Tensor, state: torch.Tensor, o: torch.Tensor, block_n: int, warps: int, ppsm: int,
+             heads: int = 4) -> None:
+    """o (B, N, 4, 16) contiguous from q (B, N, 4, 16) token-major and the combined state (B, 4, 544)."""
+    b, n, h, d = q.shape
+    assert h == 4 and d == 16 and o.is_contiguous() and q.stride(3) == 1
+    chunk, n_chunks = nala._plan(n, b * 4 // heads, q.device, ppsm) if q.is_cuda else (64, -(-n // 64))
+    chunk = -(-chunk // block_n) * block_n
+    n_chunks = -(-n // chunk)
+    lam, tau, alpha, eps = HP[0], HP[1], HP[2], HP[3]
+    _fwd_map_rows[(n_chunks, 4 // heads, b)](q, state, o, n, chunk, q.stride(0), q.stride(1), q.stride(2), o.stride(0),
+                                 o.stride(1), alpha, lam, tau, eps, APPROX=True, CLAMP=False, BLOCK_N=block_n,
+                                 HEADS=heads, num_warps=warps)
+
+
+def _landed(q, k, v):
+    o, state = nala.nala_forward(q, k, v, *HP)
+    return o, state
+
+
+def _check_cpu() -> None:
+    for dtype, b, n in ((torch.float16, 1, 300), (torch.bfloat16, 2, 77)):
+        x = torch.randn(b, n, 16, 16, dtype=dtype)
+        q, k, v = (x[..., 4 * i:4 * i + 4, :] for i in range(3))  # qkvg-like views, head stride 16
+        k, v = k.contiguous(), v.contiguous()
+        ref, state = _landed(q, k, v)
+        for heads in (2, 4):
+            o = torch.full_like(ref, float("nan"))
+            rows_map(q, state, o, 16, 1, 1, heads)
+            rel = float((o.float() - ref.float()).norm() / ref.float().norm())
+            print(f"{dtype} B{b} N{n} heads {heads}: rel {rel:.2e}, NaN {bool(o.isnan().any())}")
+            assert rel < 2e-3 and not o.isnan().any()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--tokens", type=int, default=518_400)
+    ap.add_argument("--json")
+    ap.add_argument("--configs", default="16x1,32x1,32x2,64x2,64x4", help="BLOCK_NxWARPSxHEADS (HEADS 4 if left out)")
+    ap.add_argument("--ppsm", default="8,16,32")
+    ap.add_argument("--interpret", action="store_true")
+    a = ap.parse_args()
+    if a.interpret:
+        assert os.environ.get("TRITON_INTERPRET") == "1"
+        _check_cpu()
+        return
+    from kernel_diag_gpu import _inputs, graph_ms, kernel_us
+
+    rows = []
+    for lay in ("dense", "qkvg"):
+        q, k, v, _ = _inputs(a.tokens, lay)
+        ref, state = _landed(q, k, v)
+        us = kernel_us(lambda: _landed(q, k, v))
+        rows.append({"layout": lay, "kernel": "landed", "map_us": us.get("_fwd_map"), "all": us,
+                     "forward_ms": graph_ms(lambda: _landed(q, k, v))})
+        print(json.dumps(rows[-1]), flush=True)
+        for cfg in a.configs.split(","):
+            bn, warps, heads = ([int(x) for x in cfg.split("x")] + [4])[:3]
+            for ppsm in (int(p) for p in a.ppsm.split(",")):
+                o = torch.full_like(ref, float("nan"))
+                try:
+                    fn = lambda: rows_map(q, state, o, bn, warps, ppsm, heads)  # noqa: E731
+                    fn()
+                    rel = float((o.float() - ref.float()).norm() / ref.float().norm())
+                    t = kernel_us(fn)["_fwd_map_rows"]
+                except Exception as e:  # a config that does not compile (registers) is a row, not the end
+                    rows.append({"layout": lay, "kernel": "rows", "config": cfg, "ppsm": ppsm, "error": repr(e)[:200]})
+                    continue
+                rows.append({"layout": lay, "kernel": "rows", "config": cfg, "ppsm": ppsm, "map_us": t, "o_rel": rel,
+                             "nan": bool(o.isnan().any())})
+                print(json.dumps(rows[-1]), flush=True)
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump({"gpu": torch.cuda.get_device_name(), "triton": triton.__version__, "rows": rows}, f, indent=1)
+    print("summary (µs):")
+    for r in rows:
+        if "error" in r:
+            print(f"  {r['layout']:6s} rows {r['config']:6s} ppsm {r['ppsm']:3d} error {r['error'][:80]}")
+        elif r["kernel"] == "landed":
+            print(f"  {r['layout']:6s} landed map {r['map_us']:6.1f}  forward {r['forward_ms'] * 1e3:6.1f}")
+        else:
+            print(f"  {r['layout']:6s} rows {r['config']:6s} ppsm {r['ppsm']:3d} map {r['map_us']:6.1f}  "
+                  f"o rel {r['o_rel']:.1e}{'  NaN' if r['nan'] else ''}")
+
+
+if __name__ == "__main__":
+    main()
