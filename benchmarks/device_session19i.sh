@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# Runs at commit 4ca8992 (NALASR_MAP_H2 left main after it).
 # Issue 5, session 19 call 9: the map's φ̃q in float16 pairs (NALASR_MAP_H2, nala._phi_h2) off / on in fresh processes
 # (benchmarks/sensitivity_gpu.py base with the switch: kernel times and the forward at 518K), 518K parity, the GPU
 # kernel tests.

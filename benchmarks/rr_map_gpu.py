@@ -1,5 +1,8 @@
 """Issue 5, next step: a register map — ``_fwd_map`` with its product issued from registers, as nala_rr does for the
-reduce. A prototype beside the landed kernels, not called by them; measured by benchmarks/device_session19.sh.
+reduce. A prototype beside the landed kernels, not called by them; measured by benchmarks/device_session19.sh:
+wrong on the H200 (o off by 1.3-1.4 relative, so its nested joins do not pair the operands there as they do in the
+interpreter) and slower anyway, 59.8-81.6 µs against _fwd_map's 56.4 (benchmarks/results/h200/session19/call1).
+Kept as that call's record; not developed further.
 
     PYTHONPATH=.:kernels python benchmarks/rr_map_gpu.py --json OUT.json [--tokens 518400]   # on the GPU
     PYTHONPATH=.:kernels python benchmarks/rr_map_gpu.py --interpret                          # CPU check

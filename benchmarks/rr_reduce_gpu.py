@@ -1,12 +1,12 @@
 """Issue 5: the register reduce (nalasr_kernels/nala_rr.py) against _fwd_reduce, per layout, plan and register cap.
 
     PYTHONPATH=.:kernels python benchmarks/rr_reduce_gpu.py --json OUT.json [--tokens 518400] \
-        [--ppsm 8,16,24] [--maxnreg 0,128] [--layouts dense,qkvg,hmajor] [--stages 0,2,3]
+        [--ppsm 8,16,24] [--maxnreg 0,128] [--layouts dense,qkvg,hmajor]
 
 For each layout (benchmarks/kernel_diag_gpu._inputs): the autotuned forward with NALASR_REDUCE_RR=0 and =1 (kernel
 times from torch.profiler), then the register reduce alone at each programs-per-SM × register cap (0: none), its
 partial state combined and checked against _fwd_reduce's (relative error; the partials are NaN-filled, so an
-unwritten entry shows), at each --stages (the kernel's STAGES: 0 its register prefetch, ≥ 2 cp.async stages). Calls 6 and 8 of session 18 ran this script's prototype form, with its own copy of the
+unwritten entry shows). Calls 6 and 8 of session 18 ran this script's prototype form, with its own copy of the
 kernel (commit 5fc4f03).
 """
 
@@ -26,15 +26,14 @@ from nalasr_kernels import nala, nala_rr
 HP = (3.0, 0.5, 1.0, 1e-6, 0, 0, 100.0)  # λ, τ, α, ε, no RoPE
 
 
-def rr_state(k, v, ppsm: int, maxnreg: int | None, stages: int = 0) -> torch.Tensor:
-    """(B, H, 544) float32 state from the register reduce at ``ppsm`` programs an SM (its STAGES ``stages``) and the
-    landed combine."""
+def rr_state(k, v, ppsm: int, maxnreg: int | None) -> torch.Tensor:
+    """(B, H, 544) float32 state from the register reduce at ``ppsm`` programs an SM and the landed combine."""
     b, n, h, _ = k.shape
     state_n = nala._state_size(16, 16)
     chunk, n_chunks = nala._plan(n, b * h, k.device, ppsm)
     part = torch.full((b * h * n_chunks * state_n,), float("nan"), dtype=torch.float32, device=k.device)
     state = torch.empty((b, h, state_n), dtype=torch.float32, device=k.device)
-    nala_rr.launch(k, v, part, n, chunk, n_chunks, HP[2], HP[0], 3, True, False, maxnreg, stages)
+    nala_rr.launch(k, v, part, n, chunk, n_chunks, HP[2], HP[0], 3, True, False, maxnreg)
     nala._combine_launch(part, state, b * h, n_chunks, 1.0 / n, state_n)
     return state
 
@@ -46,7 +45,6 @@ def main() -> None:
     ap.add_argument("--ppsm", default="8,16,24")
     ap.add_argument("--maxnreg", default="0,128", help="register caps to try (0: none)")
     ap.add_argument("--layouts", default="dense,qkvg,hmajor")
-    ap.add_argument("--stages", default="0", help="the kernel's STAGES to try (0: register prefetch)")
     a = ap.parse_args()
     res: dict = {"gpu": torch.cuda.get_device_name(), "triton": triton.__version__, "tokens": a.tokens, "rows": []}
     for lay in a.layouts.split(","):
@@ -61,12 +59,11 @@ def main() -> None:
                    **us}
             res["rows"].append(row)
             print(row, flush=True)
-        for pp, cap, sg in ((int(x), int(c) or None, int(s)) for x in a.ppsm.split(",") for c in a.maxnreg.split(",")
-                            for s in a.stages.split(",")):
-            st = rr_state(k, v, pp, cap, sg)
+        for pp, cap in ((int(x), int(c) or None) for x in a.ppsm.split(",") for c in a.maxnreg.split(",")):
+            st = rr_state(k, v, pp, cap)
             torch.cuda.synchronize()
-            us = kernel_us(lambda: rr_state(k, v, pp, cap, sg))
-            row = {"layout": lay, "kernel": f"rr stages {sg}", "ppsm": pp, "maxnreg": cap, "nan": bool(st.isnan().any()),
+            us = kernel_us(lambda: rr_state(k, v, pp, cap))
+            row = {"layout": lay, "kernel": "rr", "ppsm": pp, "maxnreg": cap, "nan": bool(st.isnan().any()),
                    "state_rel": float((st - ref).norm() / ref.norm()), **us}
             res["rows"].append(row)
             print(row, flush=True)

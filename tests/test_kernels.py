@@ -62,12 +62,6 @@ BWD_DZACC_TOL = {"float16": 1e-3, "float32": 1e-5}
 # under the wrong dim, column or half is off by O(1).
 REDUCE_RR_TOL = {"float16": 1e-4, "bfloat16": 1e-3}
 
-# NALASR_MAP_H2 (the map's φ̃q in float16 pairs, nala._phi_h2) against float32 math rounded to float16 once: the
-# series, the tanh and the magnitude product each round in float16. In the interpreter (the same series in float16
-# NumPy arithmetic) on batch3: outputs 3.4e-4 (fp16) and 9.5e-4 (bf16, its own output rounding flips) apart, the
-# gradients equal (the backward recomputes φq in float32); a wrong sign or coefficient in the series is off by ≥ 1e-2.
-MAP_H2_TOL = {"float16": 1e-3, "bfloat16": 4e-3}
-
 SMALL = {"BLOCK_N": 16, "CHUNK": 32, "num_warps": 1}  # several chunks and ragged tails at small N
 GPU_CONFIG = {"BLOCK_N": 32, "CHUNK": 64, "num_warps": 4}
 # Two 16-token groups per tile in _bwd_query's reduce products (nala._reduce_dot; SMALL's 16-token tiles are one
@@ -301,34 +295,14 @@ def run_extras(device: str) -> dict:
             out[f"reduce_rr_{dtype}"] = max(switch_errors("NALASR_REDUCE_RR", dtype, device)) <= REDUCE_RR_TOL[dtype]
         switch_errors("NALASR_REDUCE_RR", "float32", device)
     out["reduce_rr_used"] = used == [torch.float16, torch.bfloat16]
-    # The map's float16-pair feature map where it applies (16-bit inputs: a float16 product and FASTMAG; no clamp),
-    # and only there.
-    map_h2, h2 = K._map_h2, []
-
-    def recorded(*args):
-        h2.append(map_h2(*args))
-        return h2[-1]
-
-    with mock.patch.object(K, "_map_h2", recorded):
-        for dtype in ("float16", "bfloat16"):
-            out[f"map_h2_{dtype}"] = max(switch_errors("NALASR_MAP_H2", dtype, device)) <= MAP_H2_TOL[dtype]
-        h2.clear()
-        for dtype in ("float16", "bfloat16", "float32"):
-            _, k16, _, _, _ = _make({**CASES["batch3"], "dtype": dtype, "config": None}, device, seed=5)
-            K.nala_attention_triton(k16, k16, k16)
-    out["map_h2_used"] = h2 == [True, True, False]
     # _bwd_query's NALASR_BWD_DZACC (where dz is summed) and NALASR_BWD_MPOW (m/dir as one power; 16-bit only).
     for dtype in ("float16", "float32"):
         out[f"bwd_dzacc_{dtype}"] = max(switch_errors("NALASR_BWD_DZACC", dtype, device)) <= BWD_DZACC_TOL[dtype]
     out["bwd_mpow_float16"] = max(switch_errors("NALASR_BWD_MPOW", "float16", device)) <= SWITCH_TOL["float16"]
     # θ's clamp, left out for |α| ≤ 4 (nala._clamp; batch3 has α = 1), cannot bind there: forced on, the output
     # and every gradient are the same bit for bit (no arithmetic changes, only min/max and a select drop out).
-    # NALASR_MAP_H2 off in both runs: the clamp takes the map's float32 feature map, whose rounding differs.
-    @contextlib.contextmanager
     def clamp_on(flag):
-        with mock.patch.object(K, "_CLAMP_FREE", K._CLAMP_FREE if flag == "0" else -1.0), \
-                mock.patch.dict(os.environ, {"NALASR_MAP_H2": "0"}):
-            yield
+        return mock.patch.object(K, "_CLAMP_FREE", K._CLAMP_FREE if flag == "0" else -1.0)
 
     for dtype in ("float16", "float32"):
         out[f"clamp_noop_{dtype}"] = max(switch_errors("clamp", dtype, device, patch=clamp_on)) == 0.0
@@ -492,19 +466,6 @@ def test_map_f16_rule(monkeypatch, nala):
     monkeypatch.setenv("NALASR_MAP_F16", "on")
     with pytest.raises(ValueError, match="NALASR_MAP_F16"):
         nala._map_f16("tf32", rope=False)
-
-
-def test_map_h2_rule(monkeypatch, nala):
-    """NALASR_MAP_H2: φ̃q in float16 pairs where the map's product is float16 and the magnitude takes FASTMAG's
-    route, without the clamp, unless set to 0; any other value is refused with the variable's name."""
-    monkeypatch.delenv("NALASR_MAP_H2", raising=False)
-    assert nala._map_h2(True, True, False)
-    assert not any(nala._map_h2(*a) for a in ((False, True, False), (True, False, False), (True, True, True)))
-    monkeypatch.setenv("NALASR_MAP_H2", "0")
-    assert not nala._map_h2(True, True, False)
-    monkeypatch.setenv("NALASR_MAP_H2", "yes")
-    with pytest.raises(ValueError, match="NALASR_MAP_H2"):
-        nala._map_h2(True, True, False)
 
 
 def test_bwd_query_rules(monkeypatch, nala):

@@ -168,50 +168,6 @@ def _sincos_angle(uc, APPROX: tl.constexpr):
     return c, s
 
 
-# φ̃q's cos / sin halves in float16 pairs (_phi_h2): minimax fits on |u| ≤ 1 of cos(πu/4) = 1 + u²(C1 + C2u²), max error
-# 1.2e-5, and sin(πu/4) = u + u(S0M1 + u²(S1 + S2u²)), 5.6e-7 (S0 − 1 rather than S0: float16 holds −0.2146 to 6e-5 of
-# the sine where it holds 0.7854 to 3e-4), each well under float16's half step (2.4e-4 at 0.7). As float16x2 words.
-_H2_C1 = tl.constexpr("0xb4efb4ef")  # −0.30828724
-_H2_C2 = tl.constexpr("0x23e323e3")  # 0.015406350
-_H2_S0M1 = tl.constexpr("0xb2deb2de")  # −0.21460576
-_H2_S1 = tl.constexpr("0xad2aad2a")  # −0.080714012
-_H2_S2 = tl.constexpr("0x18f918f9")  # 0.0024271195
-_H2_ASM = tl.constexpr(
-    "{ .reg .b32 u, u2, t, p, c1, c2, s0, s1, s2, one;\n"
-    "mov.b32 c1, " + _H2_C1.value + "; mov.b32 c2, " + _H2_C2.value + "; mov.b32 s0, " + _H2_S0M1.value + ";\n"
-    "mov.b32 s1, " + _H2_S1.value + "; mov.b32 s2, " + _H2_S2.value + "; mov.b32 one, 0x3c003c00;\n"
-    "tanh.approx.f16x2 u, $2;\n"
-    "mul.rn.f16x2 u2, u, u;\n"
-    "fma.rn.f16x2 t, u2, c2, c1;\n"
-    "fma.rn.f16x2 t, u2, t, one;\n"
-    "mul.rn.f16x2 $0, t, $3;\n"
-    "fma.rn.f16x2 p, u2, s2, s1;\n"
-    "fma.rn.f16x2 p, u2, p, s0;\n"
-    "fma.rn.f16x2 p, u, p, u;\n"
-    "mul.rn.f16x2 $1, p, $3; }")
-
-
-@triton.jit
-def _phi_h2(xa, m):
-    """(m·cos θ, m·sin θ) in float16, θ = (π/4)·tanh(xa), computed in float16 pairs: one tanh.approx.f16x2 (a MUFU op
-    for two elements) and 7 f16x2 ops, against _angle + _sincos_angle's float32 tanh, 8 FMAs and 2 products an
-    element and the rounding to float16 after. For _fwd_map's float16 product without the clamp (H2): its operands
-    are float16 anyway, and tanh.approx.f32 has float16's precision (~2^-11) itself. In the interpreter (no PTX) the
-    same series in float16 NumPy arithmetic, after an exact tanh."""
-    if _COMPILED:
-        mc, ms = tl.inline_asm_elementwise(_H2_ASM, "=r,=r,r,r", [xa.to(tl.float16), m.to(tl.float16)],
-                                           dtype=(tl.float16, tl.float16), is_pure=True, pack=2)
-    else:
-        u = _tanh(xa, False).to(tl.float16)
-        u2 = u * u
-        c = (u2 * (u2 * 0.015406349861083017 - 0.3082872389422984) + 1.0).to(tl.float16)
-        sn = (u * (u2 * (u2 * 0.0024271195342406918 - 0.080714012496823) - 0.21460576287636113) + u).to(tl.float16)
-        mh = m.to(tl.float16)
-        mc = (c * mh).to(tl.float16)
-        ms = (sn * mh).to(tl.float16)
-    return mc, ms
-
-
 @triton.jit
 def _sincos_any(t):
     # cos, sin of any float32 angle (RoPE adds ω·pos, up to ~1e3 rad): Cody–Waite reduction by π/2 in three
@@ -633,11 +589,10 @@ def _fwd_map(
     alpha, lam, tau, eps,
     D: tl.constexpr, DV: tl.constexpr, BD: tl.constexpr, BDV: tl.constexpr,
     ROPE: tl.constexpr, PREC: tl.constexpr, APPROX: tl.constexpr, OFFS64: tl.constexpr, FASTMAG: tl.constexpr,
-    F16: tl.constexpr, BLOCK_N: tl.constexpr, CLAMP: tl.constexpr, H2: tl.constexpr = False,
+    F16: tl.constexpr, BLOCK_N: tl.constexpr, CLAMP: tl.constexpr,
 ):
     """o = φ̃qᵀS / (φqᵀz + ε) for one chunk of queries of one (b, h); S, z stay in registers for the chunk.
-    F16 (see _map_f16): the product takes φ̃q and S as float16, S scaled into range (_f16_state). H2 (see _map_h2;
-    with F16 and FASTMAG, without RoPE and the clamp): φ̃q's angle, series and magnitude product in float16 pairs."""
+    F16 (see _map_f16): the product takes φ̃q and S as float16, S scaled into range (_f16_state)."""
     pid_h = tl.program_id(0)
     pid_c = tl.program_id(1)
     pid_b = tl.program_id(2)
@@ -662,33 +617,26 @@ def _fwd_map(
         x_next = _load_tile(q_base, n0 + BLOCK_N, end, sq_n, offs_d, sq_d, dmask, BLOCK_N, OFFS64)
         ss = tl.sum(x * x, axis=1)
         r = tl.rsqrt(ss + 1e-12)
-        if H2:  # float16 pairs from the angle on (_phi_h2): the product's operands, den from the same values
+        if FASTMAG:  # 4 operations an element fewer (see _query_mag_fwd)
             m = _query_mag_fwd(x, r, ss * r, lam, tau, APPROX)
-            mc, ms = _phi_h2(x * (alpha * r)[:, None], m)
-            den = tl.sum(mc.to(tl.float32) * z_c[None, :] + ms.to(tl.float32) * z_s[None, :], axis=1) + eps
-            num = tl.dot(mc, s_c)
-            num = tl.dot(ms, s_s, num)
+            u, uc = _angle(x * (alpha * r)[:, None], APPROX, CLAMP)
         else:
-            if FASTMAG:  # 4 operations an element fewer (see _query_mag_fwd)
-                m = _query_mag_fwd(x, r, ss * r, lam, tau, APPROX)
-                u, uc = _angle(x * (alpha * r)[:, None], APPROX, CLAMP)
-            else:
-                dirn = x * r[:, None]
-                tn, p, l2, m, _ = _query_mag(dirn, ss * r, lam, tau, APPROX)
-                u, uc = _angle(alpha * dirn, APPROX, CLAMP)
-            c, s = _sincos_angle(uc, APPROX)
-            den = tl.sum(m * (c * z_c[None, :] + s * z_s[None, :]), axis=1) + eps
-            if ROPE:
-                c2, s2 = _sincos_any(uc * 0.7853981633974483 + _rope_angle(offs_n, W, freq, offs_d, D // 2))
-            else:
-                c2 = c
-                s2 = s
-            if F16:
-                num = tl.dot((m * c2).to(tl.float16), s_c)
-                num = tl.dot((m * s2).to(tl.float16), s_s, num)
-            else:
-                num = tl.dot(m * c2, s_c, input_precision=PREC)
-                num = tl.dot(m * s2, s_s, num, input_precision=PREC)
+            dirn = x * r[:, None]
+            tn, p, l2, m, _ = _query_mag(dirn, ss * r, lam, tau, APPROX)
+            u, uc = _angle(alpha * dirn, APPROX, CLAMP)
+        c, s = _sincos_angle(uc, APPROX)
+        den = tl.sum(m * (c * z_c[None, :] + s * z_s[None, :]), axis=1) + eps
+        if ROPE:
+            c2, s2 = _sincos_any(uc * 0.7853981633974483 + _rope_angle(offs_n, W, freq, offs_d, D // 2))
+        else:
+            c2 = c
+            s2 = s
+        if F16:
+            num = tl.dot((m * c2).to(tl.float16), s_c)
+            num = tl.dot((m * s2).to(tl.float16), s_s, num)
+        else:
+            num = tl.dot(m * c2, s_c, input_precision=PREC)
+            num = tl.dot(m * s2, s_s, num, input_precision=PREC)
         # Measured alternative (session 18, commit a88c4cf, NALASR_MAP_DENDOT): den from a second float16 product of
         # the same φq with z split in two float16 halves, so den comes out in num's accumulator layout (offline
         # sm_90 505 → 493 instructions a warp-tile, 5 → 3 barriers, one layout conversion fewer): 57.9 against
@@ -1197,13 +1145,6 @@ def _map_f16(prec: str, rope: bool) -> bool:
     return prec == "tf32" and not rope and _forced("NALASR_MAP_F16", ("0", "1")) != "0"
 
 
-def _map_h2(f16: bool, fastmag: bool, clamp: bool) -> bool:
-    """Whether _fwd_map forms φ̃q in float16 pairs (_phi_h2; default where its product is float16, the magnitude
-    takes FASTMAG's route and the angle is not clamped; NALASR_MAP_H2=0 keeps float32). Offline sm_90 (Triton 3.6,
-    benchmarks/compile_sm90.py --kernel fwd_map --h2 0|1): 491 → 448 instructions a warp and 64-token tile."""
-    return f16 and fastmag and not clamp and _forced("NALASR_MAP_H2", ("0", "1")) != "0"
-
-
 def _centred(rope: bool, prec_g: str) -> bool:
     """Whether the backward centres the values (see "Conditioning of the backward"): tf32 products without RoPE.
     Centring float32 inputs too (tf32x3) took the N = 1 float32 case from 1.56 to 1.44 times its dq/dk tolerance
@@ -1287,12 +1228,11 @@ def nala_forward(q: Tensor, k: Tensor, v: Tensor, lam: float, tau: float, alpha:
                     CLAMP=clamp, ZDOT=zacc and not rope and _reduce_zdot())  # ZACC without RoPE: tf32 products
         _combine_launch(part, state, b * h, n_chunks, 1.0 / n, state_n)
         chunk, n_chunks = _plan(n, b * h, dev, _PROGRAMS_PER_SM["fwd_map"])
-        fastmag, f16 = approx and lam * tau >= 1.5, _map_f16(prec, rope)
         _launch(_fwd_map_tuned, _fwd_map, (h, n_chunks, b),
                 q, state, freq, o, n, max(rope_w, 1), h, chunk, bucket,
                 *q.stride(), *o.stride(), float(alpha), float(lam), float(tau), float(eps),
                 D=d, DV=dv, BD=bd, BDV=bdv, ROPE=rope, PREC=prec, APPROX=approx, OFFS64=_offs64(n, q, o),
-                FASTMAG=fastmag, F16=f16, CLAMP=clamp, H2=_map_h2(f16, fastmag, clamp))
+                FASTMAG=approx and lam * tau >= 1.5, F16=_map_f16(prec, rope), CLAMP=clamp)
     return o, state
 
 

@@ -155,11 +155,10 @@ def _unpack(p, DT: tl.constexpr):
 
 @triton.jit(do_not_specialize=["N", "n_chunks"])
 def _fwd_reduce_rr(K, V, PART, N, CHUNK, n_chunks, H, sk_b, sk_n, sk_h, sv_b, sv_n, sv_h, alpha, lam,
-                   LAM_INT: tl.constexpr, APPROX: tl.constexpr, CLAMP: tl.constexpr, STAGES: tl.constexpr = 0):
+                   LAM_INT: tl.constexpr, APPROX: tl.constexpr, CLAMP: tl.constexpr):
     """Partial Σφk vᵀ and Σφk over one chunk of one (b, h) → PART[b, h, chunk, :] (the layout of _store_state).
     k, v: (B, N, H, 16) 16-bit, strides in elements, all even, head dims unit-stride; CHUNK a multiple of
-    TILE_TOKENS. STAGES 0: the next tile's loads in registers during this tile's math; ≥ 2: Triton's software
-    pipeliner instead, the loads as cp.async into STAGES − 1 shared-memory buffers ahead (no registers held)."""
+    TILE_TOKENS."""
     pid_h, pid_c, pid_b = tl.program_id(0), tl.program_id(1), tl.program_id(2)
     # The statements in the prototype's order (commit 5fc4f03, benchmarks/rr_reduce_gpu.py): ptxas scheduled a
     # reordering of these lines 68 instructions differently in the loop (where the next tile's loads issue among
@@ -177,22 +176,17 @@ def _fwd_reduce_rr(K, V, PART, N, CHUNK, n_chunks, H, sk_b, sk_n, sk_h, sv_b, sv
     koff = tok * (sk_n // 2) + g  # in pairs; loop-invariant, the tile's start moves the scalar base
     voff = tok * (sv_n // 2) + g
     # Tokens past the end load as 0: φk(0) = 0, v = 0, they add nothing to S or z.
-    if STAGES == 0:
-        kn = tl.load(kp + start * (sk_n // 2) + koff, mask=start + tok < end, other=0)
-        vn = tl.load(vp + start * (sv_n // 2) + voff, mask=start + tok < end, other=0)
+    kn = tl.load(kp + start * (sk_n // 2) + koff, mask=start + tok < end, other=0)
+    vn = tl.load(vp + start * (sv_n // 2) + voff, mask=start + tok < end, other=0)
     zero = tl.zeros((256,), dtype=tl.float32)
     acc = _pair(zero, zero)  # built like the operands, so it has their layout (no conversion a step)
     zacc = _pair(zero, zero)
-    for n0 in tl.range(start, end, 32, num_stages=max(STAGES, 1)):
-        if STAGES == 0:
-            kk = kn
-            vv = vn
-            left = end - n0 - 32
-            kn = tl.load(kp + (n0 + 32) * (sk_n // 2) + koff, mask=tok < left, other=0)  # the next tile in flight
-            vn = tl.load(vp + (n0 + 32) * (sv_n // 2) + voff, mask=tok < left, other=0)
-        else:
-            kk = tl.load(kp + n0 * (sk_n // 2) + koff, mask=tok < end - n0, other=0)
-            vv = tl.load(vp + n0 * (sv_n // 2) + voff, mask=tok < end - n0, other=0)
+    for n0 in tl.range(start, end, 32):
+        kk = kn
+        vv = vn
+        left = end - n0 - 32
+        kn = tl.load(kp + (n0 + 32) * (sk_n // 2) + koff, mask=tok < left, other=0)  # the next tile in flight
+        vn = tl.load(vp + (n0 + 32) * (sv_n // 2) + voff, mask=tok < left, other=0)
         x0, x1 = _unpack(kk, K.dtype.element_ty)
         v0, v1 = _unpack(vv, V.dtype.element_ty)
         x20 = x0 * x0
@@ -231,12 +225,11 @@ def usable(k: Tensor, v: Tensor, chunk: int) -> bool:
 
 
 def launch(k: Tensor, v: Tensor, part: Tensor, n: int, chunk: int, n_chunks: int, alpha: float, lam: float,
-           lam_int: int, approx: bool, clamp: bool, maxnreg: int | None = MAXNREG, stages: int = 0) -> None:
+           lam_int: int, approx: bool, clamp: bool, maxnreg: int | None = MAXNREG) -> None:
     """The (H, chunks, B) grid over k, v (B, N, H, 16) into part (B·H·chunks·544 float32); ``maxnreg`` None for
-    no register cap, ``stages`` the kernel's STAGES (benchmarks/rr_reduce_gpu.py sweeps both)."""
+    no register cap (benchmarks/rr_reduce_gpu.py sweeps it)."""
     b, _, h, _ = k.shape
     extra = {} if _INTERPRET or not maxnreg else {"maxnreg": maxnreg}
     _fwd_reduce_rr[(h, n_chunks, b)](k, v, part, n, chunk, n_chunks, h, k.stride(0), k.stride(1), k.stride(2),
                                      v.stride(0), v.stride(1), v.stride(2), float(alpha), float(lam),
-                                     LAM_INT=lam_int, APPROX=approx, CLAMP=clamp, STAGES=stages, num_warps=1,
-                                     num_stages=1, **extra)
+                                     LAM_INT=lam_int, APPROX=approx, CLAMP=clamp, num_warps=1, num_stages=1, **extra)
