@@ -2,8 +2,7 @@
 traffic: a CPU-side look at what Nsight Compute measures on the H200, for trying kernel changes between GPU calls.
 
     .venv/bin/python benchmarks/compile_sm90.py [--kernel fwd_reduce|fwd_reduce_rr|fwd_map|bwd_query|bwd_key] [--vec4 0|1]
-        [--split 0|1] [--zacc 0|1] [--zdot 0|1] [--eye 0|1] [--direct 0|1] [--block-n 64] [--warps 4] [--stages 2]
-        [--maxnreg N]
+        [--split 0|1] [--zacc 0|1] [--zdot 0|1] [--eye 0|1] [--block-n 64] [--warps 4] [--stages 2] [--maxnreg N]
         [--out DIR]
 
 Prints the kernel's shared memory, the main loop's SASS instructions that matter here (shared stores and loads,
@@ -208,8 +207,6 @@ def main() -> None:
     ap.add_argument("--eye", type=int, choices=(0, 1), default=1, help="NALASR_EYE_BWD_QUERY / _BWD_KEY")
     ap.add_argument("--dzacc", type=int, choices=(0, 1), default=1, help="NALASR_BWD_DZACC (bwd_query)")
     ap.add_argument("--mpow", type=int, choices=(0, 1), default=1, help="NALASR_BWD_MPOW (bwd_query)")
-    ap.add_argument("--direct", type=int, choices=(0, 1), default=1,
-                    help="NALASR_DIRECT_ANGLE (fwd_map, fwd_reduce_rr; α = 1)")
     ap.add_argument("--block-n", type=int, help="default: the autotuner's pick at 518K (see KERNELS)")
     ap.add_argument("--warps", type=int)
     ap.add_argument("--stages", type=int)
@@ -223,8 +220,7 @@ def main() -> None:
     params = {p.name for p in KERNELS[a.kernel][0].params}
     switches = {k: v for k, v in (("VEC4", bool(a.vec4)), ("SPLIT", a.split), ("ZACC", a.zacc), ("EYE", a.eye),
                                   ("F16", bool(a.f16)), ("BDZ", 16 if a.zacc else 32), ("DZACC", bool(a.dzacc)),
-                                  ("MPOW", bool(a.mpow)), ("ZDOT", bool(a.zacc and a.zdot)),
-                                  ("DIRECT", bool(a.direct))) if k in params}
+                                  ("MPOW", bool(a.mpow)), ("ZDOT", bool(a.zacc and a.zdot))) if k in params}
     ck = compile_kernel(a.kernel, switches, block_n, warps, stages, maxnreg)
     sass = sass_of(ck.asm["cubin"])
     if a.out:

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# Runs at commit d09b00b (NALASR_DIRECT_ANGLE left main after it).
 # Issue 5, session 19 call 10: the forward's cos θ, sin θ straight from α·dir (NALASR_DIRECT_ANGLE, nala._sincos_direct:
 # no tanh in _fwd_reduce_rr and _fwd_map) off / on twice in fresh processes (benchmarks/sensitivity_gpu.py base: kernel
 # times and the forward at 518K), the GPU kernel tests, 518K parity.

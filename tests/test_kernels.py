@@ -62,11 +62,6 @@ BWD_DZACC_TOL = {"float16": 1e-3, "float32": 1e-5}
 # under the wrong dim, column or half is off by O(1).
 REDUCE_RR_TOL = {"float16": 1e-4, "bfloat16": 1e-3}
 
-# NALASR_DIRECT_ANGLE (the forward's cos θ, sin θ as polynomials in α·dir, nala._sincos_direct) against tanh and the
-# series in it: in the interpreter (exact tanh) on batch3, outputs 1.8e-4 (fp16) / 5.2e-4 (bf16) apart and the
-# gradients 2.0e-4 / 5.6e-4 (through the forward's state): output rounding flips over the fits' 2.2e-5.
-DIRECT_TOL = {"float16": 1e-3, "bfloat16": 3e-3}
-
 SMALL = {"BLOCK_N": 16, "CHUNK": 32, "num_warps": 1}  # several chunks and ragged tails at small N
 GPU_CONFIG = {"BLOCK_N": 32, "CHUNK": 64, "num_warps": 4}
 # Two 16-token groups per tile in _bwd_query's reduce products (nala._reduce_dot; SMALL's 16-token tiles are one
@@ -300,21 +295,6 @@ def run_extras(device: str) -> dict:
             out[f"reduce_rr_{dtype}"] = max(switch_errors("NALASR_REDUCE_RR", dtype, device)) <= REDUCE_RR_TOL[dtype]
         switch_errors("NALASR_REDUCE_RR", "float32", device)
     out["reduce_rr_used"] = used == [torch.float16, torch.bfloat16]
-    # The forward's direct cos θ, sin θ where it applies (16-bit inputs, |α| ≤ 1), and only there.
-    direct_angle, direct = K._direct_angle, []
-
-    def recorded(*args):
-        direct.append(direct_angle(*args))
-        return direct[-1]
-
-    with mock.patch.object(K, "_direct_angle", recorded):
-        for dtype in ("float16", "bfloat16"):
-            out[f"direct_angle_{dtype}"] = max(switch_errors("NALASR_DIRECT_ANGLE", dtype, device)) <= DIRECT_TOL[dtype]
-        direct.clear()
-        for dtype in ("float16", "float32"):
-            x = _make({**CASES["batch3"], "dtype": dtype, "config": None}, device, seed=5)[0]
-            K.nala_attention_triton(x.detach(), x.detach(), x.detach())
-    out["direct_angle_used"] = direct == [True, False]  # asked once a forward
     # _bwd_query's NALASR_BWD_DZACC (where dz is summed) and NALASR_BWD_MPOW (m/dir as one power; 16-bit only).
     for dtype in ("float16", "float32"):
         out[f"bwd_dzacc_{dtype}"] = max(switch_errors("NALASR_BWD_DZACC", dtype, device)) <= BWD_DZACC_TOL[dtype]
@@ -486,19 +466,6 @@ def test_map_f16_rule(monkeypatch, nala):
     monkeypatch.setenv("NALASR_MAP_F16", "on")
     with pytest.raises(ValueError, match="NALASR_MAP_F16"):
         nala._map_f16("tf32", rope=False)
-
-
-def test_direct_angle_rule(monkeypatch, nala):
-    """NALASR_DIRECT_ANGLE: cos θ, sin θ straight from α·dir for 16-bit inputs with |α| ≤ 1 (the fits' range) unless
-    set to 0, never for float32 or |α| > 1; any other value is refused with the variable's name."""
-    monkeypatch.delenv("NALASR_DIRECT_ANGLE", raising=False)
-    assert nala._direct_angle(1.0, True) and nala._direct_angle(-0.5, True)
-    assert not nala._direct_angle(1.0, False) and not nala._direct_angle(1.01, True)
-    monkeypatch.setenv("NALASR_DIRECT_ANGLE", "0")
-    assert not nala._direct_angle(1.0, True)
-    monkeypatch.setenv("NALASR_DIRECT_ANGLE", "yes")
-    with pytest.raises(ValueError, match="NALASR_DIRECT_ANGLE"):
-        nala._direct_angle(1.0, True)
 
 
 def test_bwd_query_rules(monkeypatch, nala):

@@ -169,20 +169,6 @@ def _sincos_angle(uc, APPROX: tl.constexpr):
 
 
 @triton.jit
-def _sincos_direct(xa):
-    """cos, sin of θ = (π/4)·tanh(xa) for |xa| ≤ 1, as one even and one odd polynomial of degree 8 / 9 in xa itself
-    (minimax fits, max error 2.2e-5 / 7.3e-6 in float32, a tenth of what tanh.approx.f32's 2^-11 does to θ): no tanh,
-    so no MUFU op an element, for 10 FMA-pipe operations against _angle + _sincos_angle's 1 + 8. For |α| ≤ 1 (the
-    default α = 1; see _direct_angle), where xa = α·dir stays in [−1, 1]."""
-    x2 = xa * xa
-    c = 0.9999777182277713 + x2 * (-0.30719707745674485 + x2 * (0.21049175341479345 + x2 * (
-        -0.10186458284424904 + x2 * 0.024990677152165117)))
-    s = xa * (0.7853144766269248 + x2 * (-0.34071267283606976 + x2 * (0.17647630588990007 + x2 * (
-        -0.07470480051948145 + x2 * 0.016752463714093335))))
-    return c, s
-
-
-@triton.jit
 def _sincos_any(t):
     # cos, sin of any float32 angle (RoPE adds ω·pos, up to ~1e3 rad): Cody–Waite reduction by π/2 in three
     # parts (each product exact for |quadrant| < 2^15) into [−π/4, π/4], then the quadrant picks sign and swap.
@@ -446,10 +432,8 @@ def _fwd_reduce(
     D: tl.constexpr, DV: tl.constexpr, BD: tl.constexpr, BDV: tl.constexpr, BDZ: tl.constexpr,
     LAM_INT: tl.constexpr, ROPE: tl.constexpr, PREC: tl.constexpr, APPROX: tl.constexpr, OFFS64: tl.constexpr,
     BLOCK_N: tl.constexpr, VEC4: tl.constexpr, ZACC: tl.constexpr, CLAMP: tl.constexpr, ZDOT: tl.constexpr,
-    DIRECT: tl.constexpr = False,
 ):
-    """Partial Σφ̃k vᵀ and Σφk over one chunk of tokens of one (b, h) → PART[b, h, chunk, :]. DIRECT (see
-    _direct_angle; 16-bit inputs without RoPE): cos θ, sin θ straight from α·dir (_sincos_direct), no tanh.
+    """Partial Σφ̃k vᵀ and Σφk over one chunk of tokens of one (b, h) → PART[b, h, chunk, :].
 
     z (see _reduce_zacc): ZACC sums φk into an elementwise (BLOCK_N, BD) accumulator, reduced over the tokens
     once after the loop; without RoPE (where ZACC means tf32 products) φk is first truncated to tf32 as the tensor
@@ -496,15 +480,12 @@ def _fwd_reduce(
         v_next = _load_tile(v_base, n0 + BLOCK_N, end, sv_n, col_z, sv_d, zmask, BLOCK_N, OFFS64)
         x2 = x * x
         r = tl.rsqrt(tl.sum(x2, axis=1) + 1e-12)
-        if DIRECT:
-            c, s = _sincos_direct(x * (alpha * r)[:, None])
-        elif APPROX:  # α·dir without dir, which nothing else here needs
+        if APPROX:  # α·dir without dir, which nothing else here needs
             u, uc = _angle(x * (alpha * r)[:, None], APPROX, CLAMP)
         else:  # float32 inputs: as before session 13 (see _sincos_angle)
             u, uc = _angle(alpha * (x * r[:, None]), APPROX, CLAMP)
         m = _key_mag(x, x2, lam, LAM_INT)
-        if not DIRECT:
-            c, s = _sincos_angle(uc, APPROX)
+        c, s = _sincos_angle(uc, APPROX)
         fc = m * c
         fs = m * s
         if ZDOT:
@@ -608,11 +589,10 @@ def _fwd_map(
     alpha, lam, tau, eps,
     D: tl.constexpr, DV: tl.constexpr, BD: tl.constexpr, BDV: tl.constexpr,
     ROPE: tl.constexpr, PREC: tl.constexpr, APPROX: tl.constexpr, OFFS64: tl.constexpr, FASTMAG: tl.constexpr,
-    F16: tl.constexpr, BLOCK_N: tl.constexpr, CLAMP: tl.constexpr, DIRECT: tl.constexpr = False,
+    F16: tl.constexpr, BLOCK_N: tl.constexpr, CLAMP: tl.constexpr,
 ):
     """o = φ̃qᵀS / (φqᵀz + ε) for one chunk of queries of one (b, h); S, z stay in registers for the chunk.
-    F16 (see _map_f16): the product takes φ̃q and S as float16, S scaled into range (_f16_state). DIRECT (see
-    _direct_angle; with FASTMAG, without RoPE): cos θ, sin θ straight from α·dir (_sincos_direct), no tanh."""
+    F16 (see _map_f16): the product takes φ̃q and S as float16, S scaled into range (_f16_state)."""
     pid_h = tl.program_id(0)
     pid_c = tl.program_id(1)
     pid_b = tl.program_id(2)
@@ -639,16 +619,12 @@ def _fwd_map(
         r = tl.rsqrt(ss + 1e-12)
         if FASTMAG:  # 4 operations an element fewer (see _query_mag_fwd)
             m = _query_mag_fwd(x, r, ss * r, lam, tau, APPROX)
-            if DIRECT:
-                c, s = _sincos_direct(x * (alpha * r)[:, None])
-            else:
-                u, uc = _angle(x * (alpha * r)[:, None], APPROX, CLAMP)
+            u, uc = _angle(x * (alpha * r)[:, None], APPROX, CLAMP)
         else:
             dirn = x * r[:, None]
             tn, p, l2, m, _ = _query_mag(dirn, ss * r, lam, tau, APPROX)
             u, uc = _angle(alpha * dirn, APPROX, CLAMP)
-        if not DIRECT:
-            c, s = _sincos_angle(uc, APPROX)
+        c, s = _sincos_angle(uc, APPROX)
         den = tl.sum(m * (c * z_c[None, :] + s * z_s[None, :]), axis=1) + eps
         if ROPE:
             c2, s2 = _sincos_any(uc * 0.7853981633974483 + _rope_angle(offs_n, W, freq, offs_d, D // 2))
@@ -1169,14 +1145,6 @@ def _map_f16(prec: str, rope: bool) -> bool:
     return prec == "tf32" and not rope and _forced("NALASR_MAP_F16", ("0", "1")) != "0"
 
 
-def _direct_angle(alpha: float, approx: bool) -> bool:
-    """Whether the forward's feature maps take cos θ, sin θ straight from α·dir (_sincos_direct: no tanh, no MUFU op)
-    instead of tanh and the series in it: for 16-bit inputs (APPROX) and |α| ≤ 1, where α·dir stays in the fits'
-    [−1, 1], unless NALASR_DIRECT_ANGLE=0; nala_forward leaves it out with RoPE. All three forward kernels follow it,
-    so which reduce runs never changes φk. The backward keeps tanh (it needs tanh's derivative too)."""
-    return approx and abs(alpha) <= 1.0 and _forced("NALASR_DIRECT_ANGLE", ("0", "1")) != "0"
-
-
 def _centred(rope: bool, prec_g: str) -> bool:
     """Whether the backward centres the values (see "Conditioning of the backward"): tf32 products without RoPE.
     Centring float32 inputs too (tf32x3) took the N = 1 float32 case from 1.56 to 1.44 times its dq/dk tolerance
@@ -1245,30 +1213,26 @@ def nala_forward(q: Tensor, k: Tensor, v: Tensor, lam: float, tau: float, alpha:
     bucket = _pow2(b * n * h)
     zacc = rope or (_reduce_zacc() and prec == "tf32")
     clamp = _clamp(alpha)
-    direct = _direct_angle(alpha, approx) and not rope  # RoPE rotates θ itself: it needs tanh's angle
     with _device_guard(q):
         chunk, n_chunks = _plan(n, b * h, dev, _PROGRAMS_PER_SM["fwd_reduce"])
         part = _empty((b * h * n_chunks * state_n,), torch.float32, dev)
         offs64 = _offs64(n, k, v)
         if _reduce_rr(k, v, rope, prec, offs64, chunk):
-            nala_rr.launch(k, v, part, n, chunk, n_chunks, alpha, lam, _lam_int(lam), approx, clamp, direct=direct)
+            nala_rr.launch(k, v, part, n, chunk, n_chunks, alpha, lam, _lam_int(lam), approx, clamp)
         else:
             _launch(_fwd_reduce_tuned, _fwd_reduce, (h, n_chunks, b),
                     k, v, freq, part, n, max(rope_w, 1), h, chunk, n_chunks, bucket,
                     *k.stride(), *v.stride(), float(alpha), float(lam),
                     D=d, DV=dv, BD=bd, BDV=bdv, BDZ=bdv if zacc or dv < bdv else 2 * bdv, LAM_INT=_lam_int(lam),
                     ROPE=rope, PREC=prec, APPROX=approx, OFFS64=offs64, VEC4=_reduce_vec4(), ZACC=zacc,
-                    CLAMP=clamp, ZDOT=zacc and not rope and _reduce_zdot(),  # ZACC without RoPE: tf32 products
-                    DIRECT=direct)
+                    CLAMP=clamp, ZDOT=zacc and not rope and _reduce_zdot())  # ZACC without RoPE: tf32 products
         _combine_launch(part, state, b * h, n_chunks, 1.0 / n, state_n)
         chunk, n_chunks = _plan(n, b * h, dev, _PROGRAMS_PER_SM["fwd_map"])
-        fastmag = approx and lam * tau >= 1.5
         _launch(_fwd_map_tuned, _fwd_map, (h, n_chunks, b),
                 q, state, freq, o, n, max(rope_w, 1), h, chunk, bucket,
                 *q.stride(), *o.stride(), float(alpha), float(lam), float(tau), float(eps),
                 D=d, DV=dv, BD=bd, BDV=bdv, ROPE=rope, PREC=prec, APPROX=approx, OFFS64=_offs64(n, q, o),
-                FASTMAG=fastmag, F16=_map_f16(prec, rope), CLAMP=clamp,
-                DIRECT=fastmag and direct)
+                FASTMAG=approx and lam * tau >= 1.5, F16=_map_f16(prec, rope), CLAMP=clamp)
     return o, state
 
 

@@ -39,7 +39,7 @@ import triton
 import triton.language as tl
 from torch import Tensor
 
-from .nala import _COMPILED, _INTERPRET, _angle, _key_mag, _sincos_angle, _sincos_direct, _slab
+from .nala import _COMPILED, _INTERPRET, _angle, _key_mag, _sincos_angle, _slab
 
 TILE_TOKENS = 32  # tokens a loop iteration (the kernel's literal 32): 4 k-steps of 8; chunks are multiples of it
 MAXNREG = 128  # 16 one-warp programs an SM; uncapped it takes 166 registers and ran 71.4 µs at 16 an SM
@@ -155,10 +155,10 @@ def _unpack(p, DT: tl.constexpr):
 
 @triton.jit(do_not_specialize=["N", "n_chunks"])
 def _fwd_reduce_rr(K, V, PART, N, CHUNK, n_chunks, H, sk_b, sk_n, sk_h, sv_b, sv_n, sv_h, alpha, lam,
-                   LAM_INT: tl.constexpr, APPROX: tl.constexpr, CLAMP: tl.constexpr, DIRECT: tl.constexpr = False):
+                   LAM_INT: tl.constexpr, APPROX: tl.constexpr, CLAMP: tl.constexpr):
     """Partial Σφk vᵀ and Σφk over one chunk of one (b, h) → PART[b, h, chunk, :] (the layout of _store_state).
     k, v: (B, N, H, 16) 16-bit, strides in elements, all even, head dims unit-stride; CHUNK a multiple of
-    TILE_TOKENS. DIRECT (nala._direct_angle): cos θ, sin θ straight from α·dir, no tanh (_sincos_direct)."""
+    TILE_TOKENS."""
     pid_h, pid_c, pid_b = tl.program_id(0), tl.program_id(1), tl.program_id(2)
     # The statements in the prototype's order (commit 5fc4f03, benchmarks/rr_reduce_gpu.py): ptxas scheduled a
     # reordering of these lines 68 instructions differently in the loop (where the next tile's loads issue among
@@ -196,14 +196,10 @@ def _fwd_reduce_rr(K, V, PART, N, CHUNK, n_chunks, H, sk_b, sk_n, sk_h, sv_b, sv
         ss = ss + _lane_xor(ss, 8)
         ss = ss + _lane_xor(ss, 16)
         ar = alpha * tl.rsqrt(ss + 1e-12)
-        if DIRECT:
-            c0, s0 = _sincos_direct(x0 * ar)
-            c1, s1 = _sincos_direct(x1 * ar)
-        else:
-            u0, uc0 = _angle(x0 * ar, APPROX, CLAMP)
-            u1, uc1 = _angle(x1 * ar, APPROX, CLAMP)
-            c0, s0 = _sincos_angle(uc0, APPROX)
-            c1, s1 = _sincos_angle(uc1, APPROX)
+        u0, uc0 = _angle(x0 * ar, APPROX, CLAMP)
+        u1, uc1 = _angle(x1 * ar, APPROX, CLAMP)
+        c0, s0 = _sincos_angle(uc0, APPROX)
+        c1, s1 = _sincos_angle(uc1, APPROX)
         m0 = _key_mag(x0, x20, lam, LAM_INT)
         m1 = _key_mag(x1, x21, lam, LAM_INT)
         bc = _pair(m0 * c0, m1 * c1)
@@ -229,12 +225,11 @@ def usable(k: Tensor, v: Tensor, chunk: int) -> bool:
 
 
 def launch(k: Tensor, v: Tensor, part: Tensor, n: int, chunk: int, n_chunks: int, alpha: float, lam: float,
-           lam_int: int, approx: bool, clamp: bool, maxnreg: int | None = MAXNREG, direct: bool = False) -> None:
+           lam_int: int, approx: bool, clamp: bool, maxnreg: int | None = MAXNREG) -> None:
     """The (H, chunks, B) grid over k, v (B, N, H, 16) into part (B·H·chunks·544 float32); ``maxnreg`` None for
-    no register cap (benchmarks/rr_reduce_gpu.py sweeps it); ``direct`` the kernel's DIRECT."""
+    no register cap (benchmarks/rr_reduce_gpu.py sweeps it)."""
     b, _, h, _ = k.shape
     extra = {} if _INTERPRET or not maxnreg else {"maxnreg": maxnreg}
     _fwd_reduce_rr[(h, n_chunks, b)](k, v, part, n, chunk, n_chunks, h, k.stride(0), k.stride(1), k.stride(2),
                                      v.stride(0), v.stride(1), v.stride(2), float(alpha), float(lam),
-                                     LAM_INT=lam_int, APPROX=approx, CLAMP=clamp, DIRECT=direct, num_warps=1,
-                                     num_stages=1, **extra)
+                                     LAM_INT=lam_int, APPROX=approx, CLAMP=clamp, num_warps=1, num_stages=1, **extra)
