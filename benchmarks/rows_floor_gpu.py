@@ -95,9 +95,9 @@ def _rows_full(K, V, PART, N, CHUNK, s_n):
 
 
 @triton.jit
-def _map_head(Q, O, N, CHUNK, s_n, H0: tl.constexpr, HEADS: tl.constexpr):
-    """The map's traffic in the register reduce's lane order: heads H0 .. H0 + HEADS − 1 of each 32-token tile
-    loaded and stored back (×2 in float16), head after head."""
+def _map_head(Q, O, N, CHUNK, s_n, HEADS: tl.constexpr):
+    """The map's traffic in the register reduce's lane order: HEADS heads from head program_id(0) on of each
+    32-token tile loaded and stored back (×2 in float16), head after head."""
     pid_c = tl.program_id(1)
     e = tl.arange(0, 256)
     lane = e % 32
@@ -108,7 +108,7 @@ def _map_head(Q, O, N, CHUNK, s_n, H0: tl.constexpr, HEADS: tl.constexpr):
     start = pid_c * CHUNK
     end = tl.minimum(start + CHUNK, N)
     for n0 in tl.range(start, end, 32):
-        for h in tl.static_range(H0, H0 + HEADS):
+        for h in tl.static_range(HEADS):
             m = tok < end - n0
             x = tl.load(qp + n0 * (s_n // 2) + off + 8 * h, mask=m, other=0)
             tl.store(op + n0 * (s_n // 2) + off + 8 * h, x + 0x04000400, mask=m)  # exponent + 1: ×2
@@ -129,6 +129,12 @@ def _map_rows(Q, O, N, CHUNK, s_n, WIDTH: tl.constexpr):
         tl.store(O + off, x * 2.0, mask=(rows < end)[:, None])
 
 
+def _tiles_plan(n: int, bh: int, device: torch.device, ppsm: int) -> tuple[int, int]:
+    """nala._plan's chunk rounded up to whole 32-token tiles, and the chunk count that gives."""
+    chunk = -(-nala._plan(n, bh, device, ppsm)[0] // 32) * 32
+    return chunk, -(-n // chunk)
+
+
 def map_rows(n: int, ppsm: list[int]) -> list[dict]:
     """The map's stream by pattern: "head" (grid (heads, chunks)), "heads4" (grid (1, chunks)), "pairs" (two heads a
     program, 64 bytes of each row a store), "rows"."""
@@ -137,16 +143,14 @@ def map_rows(n: int, ppsm: list[int]) -> list[dict]:
     for p in ppsm:
         for variant in ("head", "heads4", "pairs", "rows"):
             bh = H if variant == "head" else 2 if variant == "pairs" else 1
-            chunk, _ = nala._plan(n, bh, q.device, p)
-            chunk = -(-chunk // 32) * 32
-            n_chunks = -(-n // chunk)
+            chunk, n_chunks = _tiles_plan(n, bh, q.device, p)
             o = torch.full_like(q, float("nan"))
             if variant in ("rows", "pairs"):
                 fn = lambda bh=bh: _map_rows[(n_chunks, bh)](q, o, n, chunk, q.stride(1), WIDTH=64 // bh,  # noqa: E731
                                                            num_warps=1)
                 name = "_map_rows"
             else:
-                fn = lambda bh=bh: _map_head[(bh, n_chunks)](q, o, n, chunk, q.stride(1), H0=0,  # noqa: E731
+                fn = lambda bh=bh: _map_head[(bh, n_chunks)](q, o, n, chunk, q.stride(1),  # noqa: E731
                                                            HEADS=1 if bh == H else H, num_warps=1)
                 name = "_map_head"
             fn()
@@ -171,9 +175,7 @@ def main() -> None:
     for ppsm in (int(p) for p in a.ppsm.split(",")):
         for variant in ("head", "heads4", "rows"):
             bh = H if variant == "head" else 1
-            chunk, n_chunks = nala._plan(n, bh, k.device, ppsm)
-            chunk = -(-chunk // 32) * 32
-            n_chunks = -(-n // chunk)
+            chunk, n_chunks = _tiles_plan(n, bh, k.device, ppsm)
             part = torch.full((n_chunks * bh * 256,), float("nan"), device="cuda")
             if variant == "head":
                 fn = lambda: _rows_head[(H, n_chunks)](k, v, part, n, chunk, k.stride(1), num_warps=1)  # noqa: E731

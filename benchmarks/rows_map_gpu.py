@@ -6,8 +6,8 @@
 Why (benchmarks/results/h200/session19/call4, rows_floor_gpu.py): the map's traffic alone takes 44.9 µs at 518K when
 each store instruction writes one head's 32 bytes of a row — also when one warp stores the four heads back to back —
 and 35.1 µs when a store writes whole rows; loads do not care (the reduce's traffic: 42-43 µs either way). So this
-map computes each head as ``_fwd_map`` does (same helpers: norm, magnitude, angle, series, float16 product against
-the scaled S), joins the four (BLOCK_N, 16) outputs into (BLOCK_N, 64) and stores that once. The model's case only:
+map computes each head as ``_fwd_map`` does (heads_group_gpu._map_tile: _fwd_map's loop body), joins the four
+(BLOCK_N, 16) outputs into (BLOCK_N, 64) and stores that once. The model's case only:
 H = 4, D = Dv = 16, 16-bit q, o contiguous (B, N, 4, 16), no RoPE, λτ ≥ 1.5 (FASTMAG).
 """
 
@@ -21,33 +21,9 @@ import torch
 import triton
 import triton.language as tl
 
+from heads_group_gpu import HP, _head_state, _map_tile  # noqa: E402  (benchmarks/ is the script's directory)
 from nalasr_kernels import nala
-from nalasr_kernels.nala import (_angle, _f16_state, _load_state, _load_tile, _query_mag_fwd, _sincos_angle,
-                                 _slab, _token_rows)
-
-HP = (3.0, 0.5, 1.0, 1e-6, 0, 0, 100.0)  # λ, τ, α, ε, no RoPE
-
-
-@triton.jit
-def _head_state(STATE, bh):
-    s_c, s_s, z_c, z_s = _load_state(STATE, bh, 16, 16)
-    s_c, s_s, up = _f16_state(s_c, s_s)
-    return s_c, s_s, z_c, z_s, up
-
-
-@triton.jit
-def _head_out(x, s_c, s_s, z_c, z_s, up, alpha, lam, tau, eps, APPROX: tl.constexpr, CLAMP: tl.constexpr):
-    """One head's (BLOCK_N, 16) outputs from its (BLOCK_N, 16) queries: _fwd_map's loop body (FASTMAG, F16)."""
-    x = x.to(tl.float32)
-    ss = tl.sum(x * x, axis=1)
-    r = tl.rsqrt(ss + 1e-12)
-    m = _query_mag_fwd(x, r, ss * r, lam, tau, APPROX)
-    u, uc = _angle(x * (alpha * r)[:, None], APPROX, CLAMP)
-    c, s = _sincos_angle(uc, APPROX)
-    den = tl.sum(m * (c * z_c[None, :] + s * z_s[None, :]), axis=1) + eps
-    num = tl.dot((m * c).to(tl.float16), s_c)
-    num = tl.dot((m * s).to(tl.float16), s_s, num)
-    return num * (up / den)[:, None]
+from nalasr_kernels.nala import _load_tile, _slab, _token_rows
 
 
 @triton.jit
@@ -60,13 +36,13 @@ def _fwd_map_rows(Q, STATE, O, N, CHUNK, sq_b, sq_n, sq_h, so_b, so_n, alpha, la
     pid_b = tl.program_id(2)
     offs_d = tl.arange(0, 16)
     dmask = offs_d < 16
-    sc0, ss0, zc0, zs0, up0 = _head_state(STATE, pid_b * 4 + h0)
-    sc1, ss1, zc1, zs1, up1 = _head_state(STATE, pid_b * 4 + h0 + 1)
+    sc0, ss0, zc0, zs0, up0 = _head_state(STATE, pid_b * 4 + h0, 16, 16)
+    sc1, ss1, zc1, zs1, up1 = _head_state(STATE, pid_b * 4 + h0 + 1, 16, 16)
     qb0 = _slab(Q, pid_b, h0, sq_b, sq_h)
     qb1 = qb0 + sq_h
     if HEADS == 4:
-        sc2, ss2, zc2, zs2, up2 = _head_state(STATE, pid_b * 4 + 2)
-        sc3, ss3, zc3, zs3, up3 = _head_state(STATE, pid_b * 4 + 3)
+        sc2, ss2, zc2, zs2, up2 = _head_state(STATE, pid_b * 4 + 2, 16, 16)
+        sc3, ss3, zc3, zs3, up3 = _head_state(STATE, pid_b * 4 + 3, 16, 16)
         qb2 = qb1 + sq_h
         qb3 = qb2 + sq_h
     else:
@@ -93,13 +69,13 @@ def _fwd_map_rows(Q, STATE, O, N, CHUNK, sq_b, sq_n, sq_h, so_b, so_n, alpha, la
         x3 = x3n
         x0n = _load_tile(qb0, n0 + BLOCK_N, end, sq_n, offs_d, 1, dmask, BLOCK_N, False)
         x1n = _load_tile(qb1, n0 + BLOCK_N, end, sq_n, offs_d, 1, dmask, BLOCK_N, False)
-        o0 = _head_out(x0, sc0, ss0, zc0, zs0, up0, alpha, lam, tau, eps, APPROX, CLAMP)
-        o1 = _head_out(x1, sc1, ss1, zc1, zs1, up1, alpha, lam, tau, eps, APPROX, CLAMP)
+        o0 = _map_tile(x0, sc0, ss0, zc0, zs0, up0, alpha, lam, tau, eps, APPROX, CLAMP)
+        o1 = _map_tile(x1, sc1, ss1, zc1, zs1, up1, alpha, lam, tau, eps, APPROX, CLAMP)
         if HEADS == 4:
             x2n = _load_tile(qb2, n0 + BLOCK_N, end, sq_n, offs_d, 1, dmask, BLOCK_N, False)
             x3n = _load_tile(qb3, n0 + BLOCK_N, end, sq_n, offs_d, 1, dmask, BLOCK_N, False)
-            o2 = _head_out(x2, sc2, ss2, zc2, zs2, up2, alpha, lam, tau, eps, APPROX, CLAMP)
-            o3 = _head_out(x3, sc3, ss3, zc3, zs3, up3, alpha, lam, tau, eps, APPROX, CLAMP)
+            o2 = _map_tile(x2, sc2, ss2, zc2, zs2, up2, alpha, lam, tau, eps, APPROX, CLAMP)
+            o3 = _map_tile(x3, sc3, ss3, zc3, zs3, up3, alpha, lam, tau, eps, APPROX, CLAMP)
             # [n, d, a, b] = head 2b + a → (n, b, a, d) → column 16·(2b + a) + d
             o = tl.join(tl.join(o0, o1), tl.join(o2, o3))
             o = tl.reshape(tl.permute(o, (0, 3, 2, 1)), (BLOCK_N, 64))
@@ -122,17 +98,12 @@ def rows_map(q: torch.Tensor, state: torch.Tensor, o: torch.Tensor, block_n: int
                                  HEADS=heads, num_warps=warps)
 
 
-def _landed(q, k, v):
-    o, state = nala.nala_forward(q, k, v, *HP)
-    return o, state
-
-
 def _check_cpu() -> None:
     for dtype, b, n in ((torch.float16, 1, 300), (torch.bfloat16, 2, 77)):
         x = torch.randn(b, n, 16, 16, dtype=dtype)
         q, k, v = (x[..., 4 * i:4 * i + 4, :] for i in range(3))  # qkvg-like views, head stride 16
         k, v = k.contiguous(), v.contiguous()
-        ref, state = _landed(q, k, v)
+        ref, state = nala.nala_forward(q, k, v, *HP)
         for heads in (2, 4):
             o = torch.full_like(ref, float("nan"))
             rows_map(q, state, o, 16, 1, 1, heads)
@@ -158,10 +129,10 @@ def main() -> None:
     rows = []
     for lay in ("dense", "qkvg"):
         q, k, v, _ = _inputs(a.tokens, lay)
-        ref, state = _landed(q, k, v)
-        us = kernel_us(lambda: _landed(q, k, v))
+        ref, state = nala.nala_forward(q, k, v, *HP)
+        us = kernel_us(lambda: nala.nala_forward(q, k, v, *HP))
         rows.append({"layout": lay, "kernel": "landed", "map_us": us.get("_fwd_map"), "all": us,
-                     "forward_ms": graph_ms(lambda: _landed(q, k, v))})
+                     "forward_ms": graph_ms(lambda: nala.nala_forward(q, k, v, *HP))})
         print(json.dumps(rows[-1]), flush=True)
         for cfg in a.configs.split(","):
             bn, warps, heads = ([int(x) for x in cfg.split("x")] + [4])[:3]
