@@ -72,7 +72,8 @@ def compile_kernel(kernel: str, switches: dict, block_n: int, warps: int, stages
     for p in fn.params:
         a = p.name
         if p.is_constexpr:
-            const[a] = block_n if a == "BLOCK_N" else {**CONSTEXPRS, **switches}[a]
+            known = {**CONSTEXPRS, **switches}
+            const[a] = block_n if a == "BLOCK_N" else known[a] if a in known or not p.has_default else p.default
         elif re.fullmatch(r"s\w*_d", a):  # the launcher turns integer arguments equal to 1 into constants
             const[a] = 1
         if a in const:
@@ -207,6 +208,8 @@ def main() -> None:
     ap.add_argument("--eye", type=int, choices=(0, 1), default=1, help="NALASR_EYE_BWD_QUERY / _BWD_KEY")
     ap.add_argument("--dzacc", type=int, choices=(0, 1), default=1, help="NALASR_BWD_DZACC (bwd_query)")
     ap.add_argument("--mpow", type=int, choices=(0, 1), default=1, help="NALASR_BWD_MPOW (bwd_query)")
+    ap.add_argument("--const", action="append", default=[], metavar="NAME=INT",
+                    help="any other constexpr of the kernel (e.g. PF=2 PFH=1 CS=1; default: the kernel's own)")
     ap.add_argument("--block-n", type=int, help="default: the autotuner's pick at 518K (see KERNELS)")
     ap.add_argument("--warps", type=int)
     ap.add_argument("--stages", type=int)
@@ -221,6 +224,11 @@ def main() -> None:
     switches = {k: v for k, v in (("VEC4", bool(a.vec4)), ("SPLIT", a.split), ("ZACC", a.zacc), ("EYE", a.eye),
                                   ("F16", bool(a.f16)), ("BDZ", 16 if a.zacc else 32), ("DZACC", bool(a.dzacc)),
                                   ("MPOW", bool(a.mpow)), ("ZDOT", bool(a.zacc and a.zdot))) if k in params}
+    for item in a.const:
+        k, _, v = item.partition("=")
+        if k not in params:
+            ap.error(f"--const {item}: {name} has no parameter {k}")
+        switches[k] = int(v)
     ck = compile_kernel(a.kernel, switches, block_n, warps, stages, maxnreg)
     sass = sass_of(ck.asm["cubin"])
     if a.out:

@@ -141,6 +141,22 @@ def _div(x, y):
 
 
 @triton.jit
+def _prefetch_l2(ptrs, rows, end, pid_h, PFH: tl.constexpr):
+    """prefetch.global.L2 of the 128-byte line each pointer falls in, for the rows < end (PFH: only in head 0's
+    programs, whose lines hold every head's values in the token-major layouts). No register holds the data, so a
+    pass can ask for tiles several loop steps ahead (more bytes in flight at the same occupancy); a hint, which
+    the interpreter drops. The asm's dummy result is never used; is_pure=False keeps it."""
+    if _COMPILED:
+        if PFH:
+            on = (rows < end) & (pid_h == 0)
+        else:
+            on = rows < end
+        tl.inline_asm_elementwise("{\n\t.reg .pred p;\n\tsetp.ne.b32 p, $2, 0;\n\tmov.b32 $0, 0;\n\t"
+                                  "@p prefetch.global.L2 [$1];\n\t}", "=r,l,r", [ptrs, on.to(tl.int32)],
+                                  dtype=tl.int32, is_pure=False, pack=1)
+
+
+@triton.jit
 def _sincos_small(t):
     # cos, sin for |t| ≤ π/4 (+ rounding): Taylor to degree 8 / 9, truncation error < 3e-8. Only FMAs: the
     # MUFU (sin/cos/exp2/log2) pipe has 1/8 of the FMA throughput and is already busy with tanh and pow.
@@ -589,10 +605,13 @@ def _fwd_map(
     alpha, lam, tau, eps,
     D: tl.constexpr, DV: tl.constexpr, BD: tl.constexpr, BDV: tl.constexpr,
     ROPE: tl.constexpr, PREC: tl.constexpr, APPROX: tl.constexpr, OFFS64: tl.constexpr, FASTMAG: tl.constexpr,
-    F16: tl.constexpr, BLOCK_N: tl.constexpr, CLAMP: tl.constexpr,
+    F16: tl.constexpr, BLOCK_N: tl.constexpr, CLAMP: tl.constexpr, PF: tl.constexpr = 0, PFH: tl.constexpr = False,
+    CS: tl.constexpr = False,
 ):
     """o = φ̃qᵀS / (φqᵀz + ε) for one chunk of queries of one (b, h); S, z stay in registers for the chunk.
-    F16 (see _map_f16): the product takes φ̃q and S as float16, S scaled into range (_f16_state)."""
+    F16 (see _map_f16): the product takes φ̃q and S as float16, S scaled into range (_f16_state).
+    PF > 0 (see _prefetch_l2): each step asks L2 for the q rows PF + 1 tiles ahead (PFH: only head 0's programs, whose
+    lines hold every head's q in the token-major layouts); CS stores o with .cs (streaming)."""
     pid_h = tl.program_id(0)
     pid_c = tl.program_id(1)
     pid_b = tl.program_id(2)
@@ -613,6 +632,9 @@ def _fwd_map(
     x_next = _load_tile(q_base, start, end, sq_n, offs_d, sq_d, dmask, BLOCK_N, OFFS64)
     for n0 in tl.range(start, end, BLOCK_N):
         offs_n, nmask, rows = _token_rows(n0, end, BLOCK_N, OFFS64)
+        if PF > 0:
+            ahead = n0 + (PF + 1) * BLOCK_N + tl.arange(0, BLOCK_N)
+            _prefetch_l2(q_base + (ahead.to(tl.int64) if OFFS64 else ahead) * sq_n, ahead, end, pid_h, PFH)
         x = x_next.to(tl.float32)
         x_next = _load_tile(q_base, n0 + BLOCK_N, end, sq_n, offs_d, sq_d, dmask, BLOCK_N, OFFS64)
         ss = tl.sum(x * x, axis=1)
@@ -643,7 +665,7 @@ def _fwd_map(
         # 55.9 µs at 518K on the H200 (benchmarks/results/h200/session18/call3/diag_dendot{0,1}.json).
         o = num * (up / den)[:, None]  # one division per token, not per element
         tl.store(o_base + rows[:, None] * so_n + offs_e[None, :] * so_d, o.to(O.dtype.element_ty),
-                 mask=nmask[:, None] & emask[None, :])
+                 mask=nmask[:, None] & emask[None, :], cache_modifier=".cs" if CS else "")
 
 
 @triton.jit(do_not_specialize=["N", "W", "n_chunks", "N_BUCKET"])

@@ -39,7 +39,7 @@ import triton
 import triton.language as tl
 from torch import Tensor
 
-from .nala import _COMPILED, _INTERPRET, _angle, _key_mag, _sincos_angle, _slab
+from .nala import _COMPILED, _INTERPRET, _angle, _key_mag, _prefetch_l2, _sincos_angle, _slab
 
 TILE_TOKENS = 32  # tokens a loop iteration (the kernel's literal 32): 4 k-steps of 8; chunks are multiples of it
 MAXNREG = 128  # 16 one-warp programs an SM; uncapped it takes 166 registers and ran 71.4 µs at 16 an SM
@@ -155,10 +155,12 @@ def _unpack(p, DT: tl.constexpr):
 
 @triton.jit(do_not_specialize=["N", "n_chunks"])
 def _fwd_reduce_rr(K, V, PART, N, CHUNK, n_chunks, H, sk_b, sk_n, sk_h, sv_b, sv_n, sv_h, alpha, lam,
-                   LAM_INT: tl.constexpr, APPROX: tl.constexpr, CLAMP: tl.constexpr):
+                   LAM_INT: tl.constexpr, APPROX: tl.constexpr, CLAMP: tl.constexpr, PF: tl.constexpr = 0,
+                   PFH: tl.constexpr = False):
     """Partial Σφk vᵀ and Σφk over one chunk of one (b, h) → PART[b, h, chunk, :] (the layout of _store_state).
     k, v: (B, N, H, 16) 16-bit, strides in elements, all even, head dims unit-stride; CHUNK a multiple of
-    TILE_TOKENS."""
+    TILE_TOKENS. PF > 0: each step asks L2 for the k, v rows of the tile PF + 1 ahead (nala._prefetch_l2), PFH
+    only in head 0's programs."""
     pid_h, pid_c, pid_b = tl.program_id(0), tl.program_id(1), tl.program_id(2)
     # The statements in the prototype's order (commit 5fc4f03, benchmarks/rr_reduce_gpu.py): ptxas scheduled a
     # reordering of these lines 68 instructions differently in the loop (where the next tile's loads issue among
@@ -187,6 +189,10 @@ def _fwd_reduce_rr(K, V, PART, N, CHUNK, n_chunks, H, sk_b, sk_n, sk_h, sv_b, sv
         left = end - n0 - 32
         kn = tl.load(kp + (n0 + 32) * (sk_n // 2) + koff, mask=tok < left, other=0)  # the next tile in flight
         vn = tl.load(vp + (n0 + 32) * (sv_n // 2) + voff, mask=tok < left, other=0)
+        if PF > 0:
+            ahead = n0 + 32 * (PF + 1) + tl.arange(0, 32)
+            _prefetch_l2(kp + ahead * (sk_n // 2), ahead, end, pid_h, PFH)
+            _prefetch_l2(vp + ahead * (sv_n // 2), ahead, end, pid_h, PFH)
         x0, x1 = _unpack(kk, K.dtype.element_ty)
         v0, v1 = _unpack(vv, V.dtype.element_ty)
         x20 = x0 * x0
@@ -225,11 +231,13 @@ def usable(k: Tensor, v: Tensor, chunk: int) -> bool:
 
 
 def launch(k: Tensor, v: Tensor, part: Tensor, n: int, chunk: int, n_chunks: int, alpha: float, lam: float,
-           lam_int: int, approx: bool, clamp: bool, maxnreg: int | None = MAXNREG) -> None:
+           lam_int: int, approx: bool, clamp: bool, maxnreg: int | None = MAXNREG, prefetch: int = 0,
+           prefetch_h0: bool = False) -> None:
     """The (H, chunks, B) grid over k, v (B, N, H, 16) into part (B·H·chunks·544 float32); ``maxnreg`` None for
-    no register cap (benchmarks/rr_reduce_gpu.py sweeps it)."""
+    no register cap (benchmarks/rr_reduce_gpu.py sweeps it); ``prefetch``, ``prefetch_h0``: PF, PFH."""
     b, _, h, _ = k.shape
     extra = {} if _INTERPRET or not maxnreg else {"maxnreg": maxnreg}
     _fwd_reduce_rr[(h, n_chunks, b)](k, v, part, n, chunk, n_chunks, h, k.stride(0), k.stride(1), k.stride(2),
                                      v.stride(0), v.stride(1), v.stride(2), float(alpha), float(lam),
-                                     LAM_INT=lam_int, APPROX=approx, CLAMP=clamp, num_warps=1, num_stages=1, **extra)
+                                     LAM_INT=lam_int, APPROX=approx, CLAMP=clamp, PF=prefetch, PFH=prefetch_h0, num_warps=1,
+                                     num_stages=1, **extra)
