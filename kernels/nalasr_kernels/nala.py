@@ -76,6 +76,20 @@ import triton
 import triton.language as tl
 from triton.language.extra.cuda import libdevice
 import triton.testing
+
+try:  # grid dependency control for programmatic dependent launch (Triton ≥ 3.4; see _pdl)
+    from triton.language.extra.cuda import gdc_launch_dependents as _gdc_launch, gdc_wait as _gdc_wait
+    _HAS_GDC = True
+except ImportError:
+    _HAS_GDC = False
+
+    @triton.jit
+    def _gdc_launch():
+        pass
+
+    @triton.jit
+    def _gdc_wait():
+        pass
 from torch import Tensor
 
 __all__ = ["NalaAttentionFunction", "nala_attention_triton", "nala_forward", "nala_backward"]
@@ -141,19 +155,19 @@ def _div(x, y):
 
 
 @triton.jit
-def _prefetch_l2(ptrs, rows, end, pid_h, PFH: tl.constexpr):
-    """prefetch.global.L2 of the 128-byte line each pointer falls in, for the rows < end (PFH: only in head 0's
-    programs, whose lines hold every head's values in the token-major layouts). No register holds the data, so a
-    pass can ask for tiles several loop steps ahead (more bytes in flight at the same occupancy); a hint, which
-    the interpreter drops. The asm's dummy result is never used; is_pure=False keeps it."""
-    if _COMPILED:
-        if PFH:
-            on = (rows < end) & (pid_h == 0)
-        else:
-            on = rows < end
-        tl.inline_asm_elementwise("{\n\t.reg .pred p;\n\tsetp.ne.b32 p, $2, 0;\n\tmov.b32 $0, 0;\n\t"
-                                  "@p prefetch.global.L2 [$1];\n\t}", "=r,l,r", [ptrs, on.to(tl.int32)],
-                                  dtype=tl.int32, is_pure=False, pack=1)
+def _pdl_launch(PDL: tl.constexpr):
+    """griddepcontrol.launch_dependents (PDL, see _pdl): the next kernel, launched with launch_pdl, may start its
+    programs once every program of this one has passed here; they wait in _pdl_wait for this kernel's results."""
+    if PDL and _COMPILED:
+        _gdc_launch()
+
+
+@triton.jit
+def _pdl_wait(PDL: tl.constexpr):
+    """griddepcontrol.wait (PDL): block until the kernel before has finished and its writes are visible. Everything
+    a PDL kernel reads that the kernel before it writes comes after this; what earlier kernels wrote may come before."""
+    if PDL and _COMPILED:
+        _gdc_wait()
 
 
 @triton.jit
@@ -448,6 +462,7 @@ def _fwd_reduce(
     D: tl.constexpr, DV: tl.constexpr, BD: tl.constexpr, BDV: tl.constexpr, BDZ: tl.constexpr,
     LAM_INT: tl.constexpr, ROPE: tl.constexpr, PREC: tl.constexpr, APPROX: tl.constexpr, OFFS64: tl.constexpr,
     BLOCK_N: tl.constexpr, VEC4: tl.constexpr, ZACC: tl.constexpr, CLAMP: tl.constexpr, ZDOT: tl.constexpr,
+    PDL: tl.constexpr = False,
 ):
     """Partial Σφ̃k vᵀ and Σφk over one chunk of tokens of one (b, h) → PART[b, h, chunk, :].
 
@@ -458,6 +473,7 @@ def _fwd_reduce(
     second product of S's own φk operand with ones, which truncates it the same way. Otherwise (no RoPE: there S
     takes φ̃k, z φk) the values get a column of ones at index DV (BDZ wide: BDV, or 2·BDV when DV fills BDV) and z
     comes out of the S product."""
+    _pdl_launch(PDL)  # the combine's programs may take the SMs this pass leaves as it ends (see _pdl)
     pid_h = tl.program_id(0)
     pid_c = tl.program_id(1)
     pid_b = tl.program_id(2)
@@ -548,8 +564,11 @@ def _fwd_reduce(
 
 
 @triton.jit(do_not_specialize=["n_chunks"])
-def _combine(PART, OUT, n_chunks, scale, STATE: tl.constexpr, BLOCK: tl.constexpr, CB: tl.constexpr):
+def _combine(PART, OUT, n_chunks, scale, STATE: tl.constexpr, BLOCK: tl.constexpr, CB: tl.constexpr,
+             PDL: tl.constexpr = False):
     """OUT[bh, :] = scale · Σ_c PART[bh, c, :], summed in a fixed order (bitwise reproducible)."""
+    _pdl_launch(PDL)
+    _pdl_wait(PDL)  # PART comes from the reduce pass before
     pid_bh = tl.program_id(0)
     offs = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
     mask = offs < STATE
@@ -605,13 +624,13 @@ def _fwd_map(
     alpha, lam, tau, eps,
     D: tl.constexpr, DV: tl.constexpr, BD: tl.constexpr, BDV: tl.constexpr,
     ROPE: tl.constexpr, PREC: tl.constexpr, APPROX: tl.constexpr, OFFS64: tl.constexpr, FASTMAG: tl.constexpr,
-    F16: tl.constexpr, BLOCK_N: tl.constexpr, CLAMP: tl.constexpr, PF: tl.constexpr = 0, PFH: tl.constexpr = False,
-    CS: tl.constexpr = False,
+    F16: tl.constexpr, BLOCK_N: tl.constexpr, CLAMP: tl.constexpr, DIST: tl.constexpr = 1, PDL: tl.constexpr = False,
 ):
     """o = φ̃qᵀS / (φqᵀz + ε) for one chunk of queries of one (b, h); S, z stay in registers for the chunk.
     F16 (see _map_f16): the product takes φ̃q and S as float16, S scaled into range (_f16_state).
-    PF > 0 (see _prefetch_l2): each step asks L2 for the q rows PF + 1 tiles ahead (PFH: only head 0's programs, whose
-    lines hold every head's q in the token-major layouts); CS stores o with .cs (streaming)."""
+    DIST: the tile loaded in a step is DIST (1 or 2) ahead. ptxas issues the next tile's loads late in the loop body
+    (at 73% of _fwd_map's, offline sm_90), so with DIST 1 a load has a fifth of a step to arrive; DIST 2 gives it
+    more than a step, for one more tile's registers. PDL: the first q tiles load before the state is waited for."""
     pid_h = tl.program_id(0)
     pid_c = tl.program_id(1)
     pid_b = tl.program_id(2)
@@ -619,24 +638,28 @@ def _fwd_map(
     offs_e = tl.arange(0, BDV)
     dmask = offs_d < D
     emask = offs_e < DV
-    s_c, s_s, z_c, z_s = _load_state(STATE, pid_b * H + pid_h, BD, BDV)
-    if F16:
-        s_c, s_s, up = _f16_state(s_c, s_s)
-    else:
-        up = 1.0
     q_base = _slab(Q, pid_b, pid_h, sq_b, sq_h)
     o_base = _slab(O, pid_b, pid_h, so_b, so_h)
     if ROPE:
         freq = tl.load(FREQ + offs_d)
     start, end = _chunk(pid_c, CHUNK, N)
     x_next = _load_tile(q_base, start, end, sq_n, offs_d, sq_d, dmask, BLOCK_N, OFFS64)
+    if DIST == 2:
+        x_next2 = _load_tile(q_base, start + BLOCK_N, end, sq_n, offs_d, sq_d, dmask, BLOCK_N, OFFS64)
+    _pdl_wait(PDL)  # STATE comes from the combine before
+    s_c, s_s, z_c, z_s = _load_state(STATE, pid_b * H + pid_h, BD, BDV)
+    if F16:
+        s_c, s_s, up = _f16_state(s_c, s_s)
+    else:
+        up = 1.0
     for n0 in tl.range(start, end, BLOCK_N):
         offs_n, nmask, rows = _token_rows(n0, end, BLOCK_N, OFFS64)
-        if PF > 0:
-            ahead = n0 + (PF + 1) * BLOCK_N + tl.arange(0, BLOCK_N)
-            _prefetch_l2(q_base + (ahead.to(tl.int64) if OFFS64 else ahead) * sq_n, ahead, end, pid_h, PFH)
         x = x_next.to(tl.float32)
-        x_next = _load_tile(q_base, n0 + BLOCK_N, end, sq_n, offs_d, sq_d, dmask, BLOCK_N, OFFS64)
+        if DIST == 2:
+            x_next = x_next2
+            x_next2 = _load_tile(q_base, n0 + 2 * BLOCK_N, end, sq_n, offs_d, sq_d, dmask, BLOCK_N, OFFS64)
+        else:
+            x_next = _load_tile(q_base, n0 + BLOCK_N, end, sq_n, offs_d, sq_d, dmask, BLOCK_N, OFFS64)
         ss = tl.sum(x * x, axis=1)
         r = tl.rsqrt(ss + 1e-12)
         if FASTMAG:  # 4 operations an element fewer (see _query_mag_fwd)
@@ -665,7 +688,7 @@ def _fwd_map(
         # 55.9 µs at 518K on the H200 (benchmarks/results/h200/session18/call3/diag_dendot{0,1}.json).
         o = num * (up / den)[:, None]  # one division per token, not per element
         tl.store(o_base + rows[:, None] * so_n + offs_e[None, :] * so_d, o.to(O.dtype.element_ty),
-                 mask=nmask[:, None] & emask[None, :], cache_modifier=".cs" if CS else "")
+                 mask=nmask[:, None] & emask[None, :])
 
 
 @triton.jit(do_not_specialize=["N", "W", "n_chunks", "N_BUCKET"])
@@ -678,10 +701,13 @@ def _bwd_query(
     ROPE: tl.constexpr, PREC_G: tl.constexpr, CENTRE: tl.constexpr, APPROX: tl.constexpr, OFFS64: tl.constexpr,
     BLOCK_N: tl.constexpr, SPLIT: tl.constexpr, EYE: tl.constexpr, DZACC: tl.constexpr, MPOW: tl.constexpr,
     CLAMP: tl.constexpr,
+
+    PDL: tl.constexpr = False,
 ):
     """Over one chunk of queries: dq (map), and partial dS = Σ φ̃q dnumᵀ, dz = Σ dden·φq (reduce) → PART.
     DZACC (see _bwd_dzacc): dz in elementwise (BLOCK_N, BD) accumulators summed once after the loop, else through
     the tensor cores. MPOW (see _bwd_mpow): m/dir as sign(dir)·|dir|^(p−1), one exp2 an element, m = that·|dir|."""
+    _pdl_launch(PDL)  # see _fwd_reduce
     pid_h = tl.program_id(0)
     pid_c = tl.program_id(1)
     pid_b = tl.program_id(2)
@@ -799,6 +825,8 @@ def _bwd_key(
     D: tl.constexpr, DV: tl.constexpr, BD: tl.constexpr, BDV: tl.constexpr,
     LAM_INT: tl.constexpr, ROPE: tl.constexpr, PREC: tl.constexpr, PREC_G: tl.constexpr, CENTRE: tl.constexpr,
     APPROX: tl.constexpr, OFFS64: tl.constexpr, BLOCK_N: tl.constexpr, EYE: tl.constexpr, CLAMP: tl.constexpr,
+
+    PDL: tl.constexpr = False,
 ):
     """Over one chunk of keys: dv = (dS/N)ᵀφ̃k, ∂L/∂φ̃k = (dS/N)·v, ∂L/∂φk = dz/N, chained into dk."""
     pid_h = tl.program_id(0)
@@ -808,14 +836,9 @@ def _bwd_key(
     offs_e = tl.arange(0, BDV)
     dmask = offs_d < D
     emask = offs_e < DV
-    ds_c, ds_s, gc, gs = _load_state(DSTATE, pid_b * H + pid_h, BD, BDV)  # dS already scaled by 1/N
-    gc = gc[None, :]  # ∂L/∂φk: the same for every key (CENTRE: the centred dz, so v − v̄ below)
-    gs = gs[None, :]
     if CENTRE:
         s_c, s_s, z_c, z_s = _load_state(STATE, pid_b * H + pid_h, BD, BDV)
         vbar = _centre(s_c, s_s, z_c, z_s)
-    ds_cT = tl.trans(ds_c)
-    ds_sT = tl.trans(ds_s)
     k_base = _slab(K, pid_b, pid_h, sk_b, sk_h)
     v_base = _slab(V, pid_b, pid_h, sv_b, sv_h)
     dk_base = _slab(DK, pid_b, pid_h, sdk_b, sdk_h)
@@ -825,6 +848,12 @@ def _bwd_key(
     start, end = _chunk(pid_c, CHUNK, N)
     x_next = _load_tile(k_base, start, end, sk_n, offs_d, sk_d, dmask, BLOCK_N, OFFS64)
     v_next = _load_tile(v_base, start, end, sv_n, offs_e, sv_d, emask, BLOCK_N, OFFS64)
+    _pdl_wait(PDL)  # DSTATE comes from the combine before (STATE, k, v from earlier kernels)
+    ds_c, ds_s, gc, gs = _load_state(DSTATE, pid_b * H + pid_h, BD, BDV)  # dS already scaled by 1/N
+    gc = gc[None, :]  # ∂L/∂φk: the same for every key (CENTRE: the centred dz, so v − v̄ below)
+    gs = gs[None, :]
+    ds_cT = tl.trans(ds_c)
+    ds_sT = tl.trans(ds_s)
     for n0 in tl.range(start, end, BLOCK_N):
         offs_n, nmask, rows = _token_rows(n0, end, BLOCK_N, OFFS64)
         mask_d = nmask[:, None] & dmask[None, :]
@@ -903,7 +932,13 @@ _BWD_CONFIGS = [  # ~30 live (BLOCK_N, BD) float32 tiles in the backward: fewer 
     triton.Config({"BLOCK_N": 64}, num_warps=4, num_stages=2, maxnreg=168),
     triton.Config({"BLOCK_N": 32}, num_warps=4, num_stages=2, maxnreg=128),
 ]
-_MAX_BLOCK_N = 256  # chunks are multiples of this, so every config tiles a chunk exactly
+_MAX_BLOCK_N = 256  # chunks are multiples of this, so every config tiles a chunk exactly (unless a pass says else)
+# _bwd_query's chunks: multiples of 64 tokens (every pick of its autotuner at 518K and 1M, 16 or 64, tiles them; a
+# larger one masks part of a chunk's last tile). Its 8 programs an SM then fill 1,048 of the H200's 1,056 places at
+# 518K instead of 1,016 (2,048-token chunks): the backward 288.0-288.9 against 292.5 µs
+# (benchmarks/results/h200/session20/call5/pdl_all.json).
+_BWD_QUERY_QUANTUM = 64
+_BWD_KEY_QUANTUM = 64  # its autotuner's pick at 518K is 64 tokens too (see _PROGRAMS_PER_SM)
 _TUNE_KEY = ["N_BUCKET", "D", "DV", "ROPE"]
 
 
@@ -961,10 +996,13 @@ _bwd_key_tuned = _tuned(_bwd_key, _BWD_CONFIGS, 8)
 # against 143.0 µs (16 tokens a program: 75.4 + 2.8 against 79.6 + 5.2).
 # NALASR_PROGRAMS_PER_SM_<PASS> (FWD_REDUCE, FWD_MAP, BWD_QUERY, BWD_KEY) sets one, for the sweeps of
 # benchmarks/config_sweep_gpu.py and kernel_diag_gpu.py.
-# _bwd_key takes 32 since session 16: 126.8 against 128.5 µs at 24 (64 tokens, 4 warps, 2 stages; 127.4 against
-# 129.1 with 1 stage; benchmarks/results/h200/session16/call5/sweep_k_pp.json).
+# _bwd_key took 32 from session 16 (126.8 against 128.5 µs at 24; 64 tokens, 4 warps, 2 stages,
+# benchmarks/results/h200/session16/call5/sweep_k_pp.json) and takes 8 with 64-token chunk rounding since session 20:
+# 1,984-token chunks, 1,048 programs in two full waves of its 4 programs an SM, where 32 left 4,052 in 7.7. The
+# backward at 518K 281.2 against 285.8-287.2 µs, at 1M 558.5 against 560.1-564.4
+# (benchmarks/results/h200/session20/call6/bwd_key_plans.json).
 _PROGRAMS_PER_SM = {name: int(os.environ.get(f"NALASR_PROGRAMS_PER_SM_{name.upper()}", default))
-                    for name, default in (("fwd_reduce", 16), ("fwd_map", 48), ("bwd_query", 8), ("bwd_key", 32))}
+                    for name, default in (("fwd_reduce", 16), ("fwd_map", 48), ("bwd_query", 8), ("bwd_key", 8))}
 
 
 # ================================================================================================ host side
@@ -986,17 +1024,50 @@ def _sms(device: torch.device) -> int:
     return _sm_count(device.index if device.index is not None else torch.cuda.current_device())
 
 
-def _plan(n: int, bh: int, device: torch.device, per_sm: int) -> tuple[int, int]:
+def _plan(n: int, bh: int, device: torch.device, per_sm: int, quantum: int = _MAX_BLOCK_N) -> tuple[int, int]:
     """(tokens per program, number of chunks) for a pass over n tokens of bh (batch, head) pairs, aiming at
-    ``per_sm`` programs per SM."""
+    ``per_sm`` programs per SM: chunks of at least _MAX_BLOCK_N tokens (fewer partials to combine at small n),
+    rounded up to a multiple of ``quantum``. A finer quantum than the tile of the widest config fills the wave more
+    closely: the register reduce (nala_rr.TILE_TOKENS) at 518K takes 992-token chunks, 2,092 programs for 2,112
+    places, against 1,024 (2,028): 55.4-55.7 against 57.2-57.4 µs (benchmarks/results/h200/session20/call1-2)."""
     if _CONFIG is not None:
         chunk = int(_CONFIG["CHUNK"])
         assert chunk % int(_CONFIG["BLOCK_N"]) == 0, "CHUNK must be a multiple of BLOCK_N"
     else:
         target = max(1, -(-_sms(device) * per_sm // bh))  # chunks per (b, h)
         chunk = -(-n // target)
-        chunk = max(_MAX_BLOCK_N, -(-chunk // _MAX_BLOCK_N) * _MAX_BLOCK_N)
+        chunk = max(_MAX_BLOCK_N, -(-chunk // quantum) * quantum)
     return chunk, -(-n // chunk)
+
+
+try:
+    from triton.backends.nvidia.compiler import CUDAOptions as _CUDAOptions
+    _PDL_OK = _HAS_GDC and "launch_pdl" in _CUDAOptions.__dataclass_fields__
+except ImportError:  # a Triton without its CUDA backend: only the interpreter runs here
+    _PDL_OK = False
+
+
+@functools.lru_cache(maxsize=16)
+def _capability(device_index: int) -> tuple[int, int]:
+    return torch.cuda.get_device_capability(device_index)
+
+
+def _pdl(device: torch.device) -> bool:
+    """Whether the passes chain by programmatic dependent launch (PDL): each pass ends with its programs letting the
+    next kernel start (_pdl_launch) and the next, launched with launch_pdl, waits for its inputs (_pdl_wait) after
+    whatever it can do before (the map loads its first q tiles). The next kernel's programs then take the SMs the
+    pass frees in its tail, and the launch gap goes. The combine and the map (forward), the combine and _bwd_key
+    (backward) launch so; the first pass of each does not (its inputs come from kernels that know nothing of PDL).
+    sm_90 and later, a Triton with grid dependency control (≥ 3.4); NALASR_PDL=0 turns it off."""
+    if _INTERPRET or not _PDL_OK or device.type != "cuda":
+        return False
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    return _capability(index)[0] >= 9 and _forced("NALASR_PDL", ("0", "1")) != "0"
+
+
+def _pdl_kw(pdl: bool) -> dict:
+    """Launch options of a kernel that waits for the one before (only given when set: older Tritons lack it)."""
+    return {"launch_pdl": True} if pdl else {}
 
 
 def _launch(tuned, plain, grid, *args, **meta):
@@ -1209,7 +1280,8 @@ class _NullCtx:
         return False
 
 
-def _combine_launch(part: Tensor, out: Tensor, bh: int, n_chunks: int, scale: float, state: int) -> None:
+def _combine_launch(part: Tensor, out: Tensor, bh: int, n_chunks: int, scale: float, state: int,
+                    pdl: bool = False) -> None:
     # Narrow column blocks, many chunks a load: at 518K tokens with 4-warp reduce programs (4 heads, 254 chunks,
     # 544 floats a state) 68 programs each loading their whole (254, 32) slice at once took 7.1 µs on the H200
     # (128-column blocks, 32 chunks a load: 11.1). One-warp reduce programs leave 4 times the chunks (1,013 at
@@ -1218,7 +1290,7 @@ def _combine_launch(part: Tensor, out: Tensor, bh: int, n_chunks: int, scale: fl
     block = next((b for b in (32, 16) if bh * triton.cdiv(state, b) >= 2 * _sms(part.device)), 8)
     cb = min(_pow2(n_chunks), 8192 // block)
     _combine[(bh, triton.cdiv(state, block))](part, out, n_chunks, scale, STATE=state, BLOCK=block, CB=cb,
-                                                num_warps=4)
+                                                PDL=pdl, num_warps=4, **_pdl_kw(pdl))
 
 
 def nala_forward(q: Tensor, k: Tensor, v: Tensor, lam: float, tau: float, alpha: float, eps: float,
@@ -1235,26 +1307,30 @@ def nala_forward(q: Tensor, k: Tensor, v: Tensor, lam: float, tau: float, alpha:
     bucket = _pow2(b * n * h)
     zacc = rope or (_reduce_zacc() and prec == "tf32")
     clamp = _clamp(alpha)
+    pdl = _pdl(dev)
     with _device_guard(q):
-        chunk, n_chunks = _plan(n, b * h, dev, _PROGRAMS_PER_SM["fwd_reduce"])
-        part = _empty((b * h * n_chunks * state_n,), torch.float32, dev)
         offs64 = _offs64(n, k, v)
-        if _reduce_rr(k, v, rope, prec, offs64, chunk):
-            nala_rr.launch(k, v, part, n, chunk, n_chunks, alpha, lam, _lam_int(lam), approx, clamp)
+        chunk, n_chunks = _plan(n, b * h, dev, _PROGRAMS_PER_SM["fwd_reduce"], nala_rr.TILE_TOKENS)
+        rr = _reduce_rr(k, v, rope, prec, offs64, chunk)
+        if not rr:
+            chunk, n_chunks = _plan(n, b * h, dev, _PROGRAMS_PER_SM["fwd_reduce"])
+        part = _empty((b * h * n_chunks * state_n,), torch.float32, dev)
+        if rr:
+            nala_rr.launch(k, v, part, n, chunk, n_chunks, alpha, lam, _lam_int(lam), approx, clamp, pdl=pdl)
         else:
             _launch(_fwd_reduce_tuned, _fwd_reduce, (h, n_chunks, b),
                     k, v, freq, part, n, max(rope_w, 1), h, chunk, n_chunks, bucket,
                     *k.stride(), *v.stride(), float(alpha), float(lam),
                     D=d, DV=dv, BD=bd, BDV=bdv, BDZ=bdv if zacc or dv < bdv else 2 * bdv, LAM_INT=_lam_int(lam),
                     ROPE=rope, PREC=prec, APPROX=approx, OFFS64=offs64, VEC4=_reduce_vec4(), ZACC=zacc,
-                    CLAMP=clamp, ZDOT=zacc and not rope and _reduce_zdot())  # ZACC without RoPE: tf32 products
-        _combine_launch(part, state, b * h, n_chunks, 1.0 / n, state_n)
+                    CLAMP=clamp, ZDOT=zacc and not rope and _reduce_zdot(), PDL=pdl)  # ZACC without RoPE: tf32
+        _combine_launch(part, state, b * h, n_chunks, 1.0 / n, state_n, pdl)
         chunk, n_chunks = _plan(n, b * h, dev, _PROGRAMS_PER_SM["fwd_map"])
         _launch(_fwd_map_tuned, _fwd_map, (h, n_chunks, b),
                 q, state, freq, o, n, max(rope_w, 1), h, chunk, bucket,
                 *q.stride(), *o.stride(), float(alpha), float(lam), float(tau), float(eps),
                 D=d, DV=dv, BD=bd, BDV=bdv, ROPE=rope, PREC=prec, APPROX=approx, OFFS64=_offs64(n, q, o),
-                FASTMAG=approx and lam * tau >= 1.5, F16=_map_f16(prec, rope), CLAMP=clamp)
+                FASTMAG=approx and lam * tau >= 1.5, F16=_map_f16(prec, rope), CLAMP=clamp, PDL=pdl, **_pdl_kw(pdl))
     return o, state
 
 
@@ -1275,23 +1351,24 @@ def nala_backward(do: Tensor, q: Tensor, k: Tensor, v: Tensor, state: Tensor, la
     clamp = _clamp(alpha)
     freq = _rope_freq(d, bd, float(rope_base), dev) if rope else state
     bucket = _pow2(b * n * h)
+    pdl = _pdl(dev)
     with _device_guard(q):
-        chunk, n_chunks = _plan(n, b * h, dev, _PROGRAMS_PER_SM["bwd_query"])
+        chunk, n_chunks = _plan(n, b * h, dev, _PROGRAMS_PER_SM["bwd_query"], _BWD_QUERY_QUANTUM)
         part = _empty((b * h * n_chunks * state_n,), torch.float32, dev)
         _launch(_bwd_query_tuned, _bwd_query, (h, n_chunks, b),
                 q, do, state, freq, dq, part, n, max(rope_w, 1), h, chunk, n_chunks, bucket,
                 *q.stride(), *do.stride(), *dq.stride(), float(alpha), float(lam), float(tau), float(eps),
                 D=d, DV=dv, BD=bd, BDV=bdv, ROPE=rope, PREC_G=prec_g, CENTRE=centre, APPROX=approx,
                 OFFS64=_offs64(n, q, do, dq), SPLIT=int(_reduce_split()),
-                EYE=_eye("bwd_query", q, do), DZACC=_bwd_dzacc(), MPOW=_bwd_mpow(approx), CLAMP=clamp)
-        _combine_launch(part, dstate, b * h, n_chunks, 1.0 / n, state_n)
-        chunk, n_chunks = _plan(n, b * h, dev, _PROGRAMS_PER_SM["bwd_key"])
+                EYE=_eye("bwd_query", q, do), DZACC=_bwd_dzacc(), MPOW=_bwd_mpow(approx), CLAMP=clamp, PDL=pdl)
+        _combine_launch(part, dstate, b * h, n_chunks, 1.0 / n, state_n, pdl)
+        chunk, n_chunks = _plan(n, b * h, dev, _PROGRAMS_PER_SM["bwd_key"], _BWD_KEY_QUANTUM)
         _launch(_bwd_key_tuned, _bwd_key, (h, n_chunks, b),
                 k, v, state, dstate, freq, dk, dvv, n, max(rope_w, 1), h, chunk, bucket,
                 *k.stride(), *v.stride(), *dk.stride(), *dvv.stride(), float(alpha), float(lam),
                 D=d, DV=dv, BD=bd, BDV=bdv, LAM_INT=_lam_int(lam), ROPE=rope, PREC=prec, PREC_G=prec_g,
                 CENTRE=centre, APPROX=approx, OFFS64=_offs64(n, k, v, dk, dvv),
-                EYE=_eye("bwd_key", k, v), CLAMP=clamp)
+                EYE=_eye("bwd_key", k, v), CLAMP=clamp, PDL=pdl, **_pdl_kw(pdl))
     return dq, dk, dvv
 
 

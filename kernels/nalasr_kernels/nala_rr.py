@@ -39,10 +39,15 @@ import triton
 import triton.language as tl
 from torch import Tensor
 
-from .nala import _COMPILED, _INTERPRET, _angle, _key_mag, _prefetch_l2, _sincos_angle, _slab
+from .nala import _COMPILED, _INTERPRET, _angle, _key_mag, _pdl_launch, _sincos_angle, _slab
 
 TILE_TOKENS = 32  # tokens a loop iteration (the kernel's literal 32): 4 k-steps of 8; chunks are multiples of it
 MAXNREG = 128  # 16 one-warp programs an SM; uncapped it takes 166 registers and ran 71.4 µs at 16 an SM
+# The token strides of k and v as constexprs (one compile per stride pair; the model passes one). With them ptxas
+# fits the loop in 125 registers under the cap and issues all 16 of the next tile's loads within its first 123 of
+# 474 instructions; with runtime strides 11 of them come after instruction 253 of 471, leaving them a fraction of a
+# step to arrive (offline sm_90, benchmarks/compile_sm90.py --kernel fwd_reduce_rr --const SK_N=64 --const SV_N=64).
+STATIC_STRIDES = True
 
 
 def _mma_asm(ones_a: bool) -> str:
@@ -155,12 +160,13 @@ def _unpack(p, DT: tl.constexpr):
 
 @triton.jit(do_not_specialize=["N", "n_chunks"])
 def _fwd_reduce_rr(K, V, PART, N, CHUNK, n_chunks, H, sk_b, sk_n, sk_h, sv_b, sv_n, sv_h, alpha, lam,
-                   LAM_INT: tl.constexpr, APPROX: tl.constexpr, CLAMP: tl.constexpr, PF: tl.constexpr = 0,
-                   PFH: tl.constexpr = False):
+                   LAM_INT: tl.constexpr, APPROX: tl.constexpr, CLAMP: tl.constexpr, DIST: tl.constexpr = 1,
+                   PDL: tl.constexpr = False, SK_N: tl.constexpr = 0, SV_N: tl.constexpr = 0):
     """Partial Σφk vᵀ and Σφk over one chunk of one (b, h) → PART[b, h, chunk, :] (the layout of _store_state).
     k, v: (B, N, H, 16) 16-bit, strides in elements, all even, head dims unit-stride; CHUNK a multiple of
-    TILE_TOKENS. PF > 0: each step asks L2 for the k, v rows of the tile PF + 1 ahead (nala._prefetch_l2), PFH
-    only in head 0's programs."""
+    TILE_TOKENS. DIST: the loads in flight are DIST (1 or 2) tiles ahead (see nala._fwd_map's DIST). PDL: see
+    nala._pdl. SK_N, SV_N > 0: sk_n, sv_n as compile-time constants (see STATIC_STRIDES)."""
+    _pdl_launch(PDL)
     pid_h, pid_c, pid_b = tl.program_id(0), tl.program_id(1), tl.program_id(2)
     # The statements in the prototype's order (commit 5fc4f03, benchmarks/rr_reduce_gpu.py): ptxas scheduled a
     # reordering of these lines 68 instructions differently in the loop (where the next tile's loads issue among
@@ -174,25 +180,39 @@ def _fwd_reduce_rr(K, V, PART, N, CHUNK, n_chunks, H, sk_b, sk_n, sk_h, sv_b, sv
     vp = _slab(V, pid_b, pid_h, sv_b, sv_h).to(tl.pointer_type(tl.int32))
     start = pid_c * CHUNK
     end = tl.minimum(start + CHUNK, N)
+    if SK_N > 0:
+        skp: tl.constexpr = SK_N // 2
+    else:
+        skp = sk_n // 2
+    if SV_N > 0:
+        svp: tl.constexpr = SV_N // 2
+    else:
+        svp = sv_n // 2
     tok = t + 4 * i  # token t + 4i of the tile
-    koff = tok * (sk_n // 2) + g  # in pairs; loop-invariant, the tile's start moves the scalar base
-    voff = tok * (sv_n // 2) + g
+    koff = tok * skp + g  # in pairs; loop-invariant, the tile's start moves the scalar base
+    voff = tok * svp + g
     # Tokens past the end load as 0: φk(0) = 0, v = 0, they add nothing to S or z.
-    kn = tl.load(kp + start * (sk_n // 2) + koff, mask=start + tok < end, other=0)
-    vn = tl.load(vp + start * (sv_n // 2) + voff, mask=start + tok < end, other=0)
+    kn = tl.load(kp + start * skp + koff, mask=start + tok < end, other=0)
+    vn = tl.load(vp + start * svp + voff, mask=start + tok < end, other=0)
+    if DIST == 2:
+        kn2 = tl.load(kp + (start + 32) * skp + koff, mask=start + 32 + tok < end, other=0)
+        vn2 = tl.load(vp + (start + 32) * svp + voff, mask=start + 32 + tok < end, other=0)
     zero = tl.zeros((256,), dtype=tl.float32)
     acc = _pair(zero, zero)  # built like the operands, so it has their layout (no conversion a step)
     zacc = _pair(zero, zero)
     for n0 in tl.range(start, end, 32):
         kk = kn
         vv = vn
-        left = end - n0 - 32
-        kn = tl.load(kp + (n0 + 32) * (sk_n // 2) + koff, mask=tok < left, other=0)  # the next tile in flight
-        vn = tl.load(vp + (n0 + 32) * (sv_n // 2) + voff, mask=tok < left, other=0)
-        if PF > 0:
-            ahead = n0 + 32 * (PF + 1) + tl.arange(0, 32)
-            _prefetch_l2(kp + ahead * (sk_n // 2), ahead, end, pid_h, PFH)
-            _prefetch_l2(vp + ahead * (sv_n // 2), ahead, end, pid_h, PFH)
+        if DIST == 2:
+            kn = kn2
+            vn = vn2
+            left = end - n0 - 64
+            kn2 = tl.load(kp + (n0 + 64) * skp + koff, mask=tok < left, other=0)
+            vn2 = tl.load(vp + (n0 + 64) * svp + voff, mask=tok < left, other=0)
+        else:
+            left = end - n0 - 32
+            kn = tl.load(kp + (n0 + 32) * skp + koff, mask=tok < left, other=0)  # the next tile in flight
+            vn = tl.load(vp + (n0 + 32) * svp + voff, mask=tok < left, other=0)
         x0, x1 = _unpack(kk, K.dtype.element_ty)
         v0, v1 = _unpack(vv, V.dtype.element_ty)
         x20 = x0 * x0
@@ -231,13 +251,16 @@ def usable(k: Tensor, v: Tensor, chunk: int) -> bool:
 
 
 def launch(k: Tensor, v: Tensor, part: Tensor, n: int, chunk: int, n_chunks: int, alpha: float, lam: float,
-           lam_int: int, approx: bool, clamp: bool, maxnreg: int | None = MAXNREG, prefetch: int = 0,
-           prefetch_h0: bool = False) -> None:
+           lam_int: int, approx: bool, clamp: bool, maxnreg: int | None = MAXNREG, dist: int = 1,
+           pdl: bool = False, static: bool | None = None) -> None:
     """The (H, chunks, B) grid over k, v (B, N, H, 16) into part (B·H·chunks·544 float32); ``maxnreg`` None for
-    no register cap (benchmarks/rr_reduce_gpu.py sweeps it); ``prefetch``, ``prefetch_h0``: PF, PFH."""
+    no register cap (benchmarks/rr_reduce_gpu.py sweeps it); ``dist``, ``pdl``: DIST, PDL; ``static``: the token
+    strides as constexprs (None: STATIC_STRIDES)."""
     b, _, h, _ = k.shape
+    static = STATIC_STRIDES if static is None else static
     extra = {} if _INTERPRET or not maxnreg else {"maxnreg": maxnreg}
     _fwd_reduce_rr[(h, n_chunks, b)](k, v, part, n, chunk, n_chunks, h, k.stride(0), k.stride(1), k.stride(2),
                                      v.stride(0), v.stride(1), v.stride(2), float(alpha), float(lam),
-                                     LAM_INT=lam_int, APPROX=approx, CLAMP=clamp, PF=prefetch, PFH=prefetch_h0, num_warps=1,
+                                     LAM_INT=lam_int, APPROX=approx, CLAMP=clamp, DIST=dist, PDL=pdl,
+                                     SK_N=k.stride(1) if static else 0, SV_N=v.stride(1) if static else 0, num_warps=1,
                                      num_stages=1, **extra)
