@@ -295,6 +295,18 @@ def run_extras(device: str) -> dict:
             out[f"reduce_rr_{dtype}"] = max(switch_errors("NALASR_REDUCE_RR", dtype, device)) <= REDUCE_RR_TOL[dtype]
         switch_errors("NALASR_REDUCE_RR", "float32", device)
     out["reduce_rr_used"] = used == [torch.float16, torch.bfloat16]
+    # Its token strides as constexprs (nala_rr.STATIC_STRIDES) change only the address arithmetic: the same bits.
+    def static_strides(flag):
+        return mock.patch.object(nala_rr, "STATIC_STRIDES", flag == "1")
+
+    out["reduce_rr_static_strides"] = max(switch_errors("static", "float16", device, patch=static_strides)) == 0.0
+    # Programmatic dependent launch (nala._pdl, on by default on sm_90+; off in the interpreter) changes when the
+    # passes start, not what they compute: the same bits, forward and backward.
+    def pdl_off(flag):
+        return mock.patch.object(K, "_pdl", K._pdl if flag == "1" else (lambda device: False))
+
+    for dtype in ("float16", "float32"):
+        out[f"pdl_noop_{dtype}"] = max(switch_errors("pdl", dtype, device, patch=pdl_off)) == 0.0
     # _bwd_query's NALASR_BWD_DZACC (where dz is summed) and NALASR_BWD_MPOW (m/dir as one power; 16-bit only).
     for dtype in ("float16", "float32"):
         out[f"bwd_dzacc_{dtype}"] = max(switch_errors("NALASR_BWD_DZACC", dtype, device)) <= BWD_DZACC_TOL[dtype]
@@ -557,3 +569,39 @@ def test_reduce_rr_rule(monkeypatch, nala):
     monkeypatch.setenv("NALASR_REDUCE_RR", "on")
     with pytest.raises(ValueError, match="NALASR_REDUCE_RR"):
         nala._reduce_rr(k, k, False, "tf32", False, 256)
+
+
+def test_pdl_rule(monkeypatch, nala):
+    """NALASR_PDL: programmatic dependent launch on sm_90+ CUDA devices unless set to 0, never on the CPU or under
+    the interpreter; any other value is refused with the variable's name wherever it runs."""
+    cpu = torch.device("cpu")
+    for value in (None, "1", "0"):
+        if value is None:
+            monkeypatch.delenv("NALASR_PDL", raising=False)
+        else:
+            monkeypatch.setenv("NALASR_PDL", value)
+        assert not nala._pdl(cpu)
+    monkeypatch.setenv("NALASR_PDL", "yes")
+    with pytest.raises(ValueError, match="NALASR_PDL"):
+        nala._pdl(cpu)
+    assert nala._pdl_kw(False) == {} and nala._pdl_kw(True) == {"launch_pdl": True}
+
+
+def test_plans(monkeypatch, nala):
+    """The passes' chunk plans on the H200's 132 SMs at 518,400 tokens of 4 heads (the numbers the session 20 notes
+    quote), the 256-token minimum at small sizes, and for any size whole chunks of the quantum that cover the tokens
+    with no empty chunk."""
+    monkeypatch.setattr(nala, "_sms", lambda device: 132)
+    dev = torch.device("cuda")
+    pp = nala._PROGRAMS_PER_SM
+    assert nala._plan(518_400, 4, dev, pp["fwd_reduce"], 32) == (992, 523)  # 2,092 one-warp programs of 2,112
+    assert nala._plan(518_400, 4, dev, pp["fwd_reduce"]) == (1024, 507)  # the 256-token rounding of before
+    assert nala._plan(518_400, 4, dev, pp["bwd_query"], nala._BWD_QUERY_QUANTUM) == (1984, 262)
+    assert nala._plan(518_400, 4, dev, pp["bwd_key"], nala._BWD_KEY_QUANTUM) == (1984, 262)
+    assert nala._plan(4096, 4, dev, pp["fwd_reduce"], 32) == (256, 16)
+    for n in (1, 37, 255, 256, 257, 49_152, 518_401, 1_048_576):
+        for bh in (1, 4, 128):
+            for quantum in (32, 64, 256):
+                chunk, n_chunks = nala._plan(n, bh, dev, 16, quantum)
+                assert chunk % quantum == 0 and chunk >= nala._MAX_BLOCK_N
+                assert (n_chunks - 1) * chunk < n <= n_chunks * chunk, (n, bh, quantum)

@@ -624,13 +624,14 @@ def _fwd_map(
     alpha, lam, tau, eps,
     D: tl.constexpr, DV: tl.constexpr, BD: tl.constexpr, BDV: tl.constexpr,
     ROPE: tl.constexpr, PREC: tl.constexpr, APPROX: tl.constexpr, OFFS64: tl.constexpr, FASTMAG: tl.constexpr,
-    F16: tl.constexpr, BLOCK_N: tl.constexpr, CLAMP: tl.constexpr, DIST: tl.constexpr = 1, PDL: tl.constexpr = False,
+    F16: tl.constexpr, BLOCK_N: tl.constexpr, CLAMP: tl.constexpr, PDL: tl.constexpr = False,
 ):
     """o = φ̃qᵀS / (φqᵀz + ε) for one chunk of queries of one (b, h); S, z stay in registers for the chunk.
     F16 (see _map_f16): the product takes φ̃q and S as float16, S scaled into range (_f16_state).
-    DIST: the tile loaded in a step is DIST (1 or 2) ahead. ptxas issues the next tile's loads late in the loop body
-    (at 73% of _fwd_map's, offline sm_90), so with DIST 1 a load has a fifth of a step to arrive; DIST 2 gives it
-    more than a step, for one more tile's registers. PDL: the first q tiles load before the state is waited for."""
+    PDL (see _pdl): the first q tile loads before the state is waited for.
+    Measured alternative (session 20, commit 4fa5d35): the loads two tiles ahead instead of one (ptxas issues the
+    next tile's two loads at 73% of the loop body, offline sm_90): 57.8-60.2 against 55.8-56.4 µs at 518K, 96 instead
+    of 78 registers (benchmarks/results/h200/session20/call2/dist_dense.json)."""
     pid_h = tl.program_id(0)
     pid_c = tl.program_id(1)
     pid_b = tl.program_id(2)
@@ -644,8 +645,6 @@ def _fwd_map(
         freq = tl.load(FREQ + offs_d)
     start, end = _chunk(pid_c, CHUNK, N)
     x_next = _load_tile(q_base, start, end, sq_n, offs_d, sq_d, dmask, BLOCK_N, OFFS64)
-    if DIST == 2:
-        x_next2 = _load_tile(q_base, start + BLOCK_N, end, sq_n, offs_d, sq_d, dmask, BLOCK_N, OFFS64)
     _pdl_wait(PDL)  # STATE comes from the combine before
     s_c, s_s, z_c, z_s = _load_state(STATE, pid_b * H + pid_h, BD, BDV)
     if F16:
@@ -655,11 +654,7 @@ def _fwd_map(
     for n0 in tl.range(start, end, BLOCK_N):
         offs_n, nmask, rows = _token_rows(n0, end, BLOCK_N, OFFS64)
         x = x_next.to(tl.float32)
-        if DIST == 2:
-            x_next = x_next2
-            x_next2 = _load_tile(q_base, n0 + 2 * BLOCK_N, end, sq_n, offs_d, sq_d, dmask, BLOCK_N, OFFS64)
-        else:
-            x_next = _load_tile(q_base, n0 + BLOCK_N, end, sq_n, offs_d, sq_d, dmask, BLOCK_N, OFFS64)
+        x_next = _load_tile(q_base, n0 + BLOCK_N, end, sq_n, offs_d, sq_d, dmask, BLOCK_N, OFFS64)
         ss = tl.sum(x * x, axis=1)
         r = tl.rsqrt(ss + 1e-12)
         if FASTMAG:  # 4 operations an element fewer (see _query_mag_fwd)
@@ -1059,10 +1054,10 @@ def _pdl(device: torch.device) -> bool:
     pass frees in its tail, and the launch gap goes. The combine and the map (forward), the combine and _bwd_key
     (backward) launch so; the first pass of each does not (its inputs come from kernels that know nothing of PDL).
     sm_90 and later, a Triton with grid dependency control (≥ 3.4); NALASR_PDL=0 turns it off."""
-    if _INTERPRET or not _PDL_OK or device.type != "cuda":
+    if _forced("NALASR_PDL", ("0", "1")) == "0" or _INTERPRET or not _PDL_OK or device.type != "cuda":
         return False
     index = device.index if device.index is not None else torch.cuda.current_device()
-    return _capability(index)[0] >= 9 and _forced("NALASR_PDL", ("0", "1")) != "0"
+    return _capability(index)[0] >= 9
 
 
 def _pdl_kw(pdl: bool) -> dict:

@@ -47,6 +47,8 @@ MAXNREG = 128  # 16 one-warp programs an SM; uncapped it takes 166 registers and
 # fits the loop in 125 registers under the cap and issues all 16 of the next tile's loads within its first 123 of
 # 474 instructions; with runtime strides 11 of them come after instruction 253 of 471, leaving them a fraction of a
 # step to arrive (offline sm_90, benchmarks/compile_sm90.py --kernel fwd_reduce_rr --const SK_N=64 --const SV_N=64).
+# On the H200 at 518K: 55.3-55.7 against 55.7-55.9 µs alone, 56.7-57.1 against 57.7-58.3 in the forward, the forward
+# 115.4-116.5 against 117.1-118.0 (benchmarks/results/h200/session20/call4-7).
 STATIC_STRIDES = True
 
 
@@ -160,12 +162,11 @@ def _unpack(p, DT: tl.constexpr):
 
 @triton.jit(do_not_specialize=["N", "n_chunks"])
 def _fwd_reduce_rr(K, V, PART, N, CHUNK, n_chunks, H, sk_b, sk_n, sk_h, sv_b, sv_n, sv_h, alpha, lam,
-                   LAM_INT: tl.constexpr, APPROX: tl.constexpr, CLAMP: tl.constexpr, DIST: tl.constexpr = 1,
-                   PDL: tl.constexpr = False, SK_N: tl.constexpr = 0, SV_N: tl.constexpr = 0):
+                   LAM_INT: tl.constexpr, APPROX: tl.constexpr, CLAMP: tl.constexpr, PDL: tl.constexpr = False,
+                   SK_N: tl.constexpr = 0, SV_N: tl.constexpr = 0):
     """Partial Σφk vᵀ and Σφk over one chunk of one (b, h) → PART[b, h, chunk, :] (the layout of _store_state).
     k, v: (B, N, H, 16) 16-bit, strides in elements, all even, head dims unit-stride; CHUNK a multiple of
-    TILE_TOKENS. DIST: the loads in flight are DIST (1 or 2) tiles ahead (see nala._fwd_map's DIST). PDL: see
-    nala._pdl. SK_N, SV_N > 0: sk_n, sv_n as compile-time constants (see STATIC_STRIDES)."""
+    TILE_TOKENS. PDL: see nala._pdl. SK_N, SV_N > 0: sk_n, sv_n as compile-time constants (see STATIC_STRIDES)."""
     _pdl_launch(PDL)
     pid_h, pid_c, pid_b = tl.program_id(0), tl.program_id(1), tl.program_id(2)
     # The statements in the prototype's order (commit 5fc4f03, benchmarks/rr_reduce_gpu.py): ptxas scheduled a
@@ -194,25 +195,15 @@ def _fwd_reduce_rr(K, V, PART, N, CHUNK, n_chunks, H, sk_b, sk_n, sk_h, sv_b, sv
     # Tokens past the end load as 0: φk(0) = 0, v = 0, they add nothing to S or z.
     kn = tl.load(kp + start * skp + koff, mask=start + tok < end, other=0)
     vn = tl.load(vp + start * svp + voff, mask=start + tok < end, other=0)
-    if DIST == 2:
-        kn2 = tl.load(kp + (start + 32) * skp + koff, mask=start + 32 + tok < end, other=0)
-        vn2 = tl.load(vp + (start + 32) * svp + voff, mask=start + 32 + tok < end, other=0)
     zero = tl.zeros((256,), dtype=tl.float32)
     acc = _pair(zero, zero)  # built like the operands, so it has their layout (no conversion a step)
     zacc = _pair(zero, zero)
     for n0 in tl.range(start, end, 32):
         kk = kn
         vv = vn
-        if DIST == 2:
-            kn = kn2
-            vn = vn2
-            left = end - n0 - 64
-            kn2 = tl.load(kp + (n0 + 64) * skp + koff, mask=tok < left, other=0)
-            vn2 = tl.load(vp + (n0 + 64) * svp + voff, mask=tok < left, other=0)
-        else:
-            left = end - n0 - 32
-            kn = tl.load(kp + (n0 + 32) * skp + koff, mask=tok < left, other=0)  # the next tile in flight
-            vn = tl.load(vp + (n0 + 32) * svp + voff, mask=tok < left, other=0)
+        left = end - n0 - 32
+        kn = tl.load(kp + (n0 + 32) * skp + koff, mask=tok < left, other=0)  # the next tile in flight
+        vn = tl.load(vp + (n0 + 32) * svp + voff, mask=tok < left, other=0)
         x0, x1 = _unpack(kk, K.dtype.element_ty)
         v0, v1 = _unpack(vv, V.dtype.element_ty)
         x20 = x0 * x0
@@ -251,16 +242,16 @@ def usable(k: Tensor, v: Tensor, chunk: int) -> bool:
 
 
 def launch(k: Tensor, v: Tensor, part: Tensor, n: int, chunk: int, n_chunks: int, alpha: float, lam: float,
-           lam_int: int, approx: bool, clamp: bool, maxnreg: int | None = MAXNREG, dist: int = 1,
-           pdl: bool = False, static: bool | None = None) -> None:
+           lam_int: int, approx: bool, clamp: bool, maxnreg: int | None = MAXNREG, pdl: bool = False,
+           static: bool | None = None) -> None:
     """The (H, chunks, B) grid over k, v (B, N, H, 16) into part (B·H·chunks·544 float32); ``maxnreg`` None for
-    no register cap (benchmarks/rr_reduce_gpu.py sweeps it); ``dist``, ``pdl``: DIST, PDL; ``static``: the token
+    no register cap (benchmarks/rr_reduce_gpu.py sweeps it); ``pdl``: PDL; ``static``: the token
     strides as constexprs (None: STATIC_STRIDES)."""
     b, _, h, _ = k.shape
     static = STATIC_STRIDES if static is None else static
     extra = {} if _INTERPRET or not maxnreg else {"maxnreg": maxnreg}
     _fwd_reduce_rr[(h, n_chunks, b)](k, v, part, n, chunk, n_chunks, h, k.stride(0), k.stride(1), k.stride(2),
                                      v.stride(0), v.stride(1), v.stride(2), float(alpha), float(lam),
-                                     LAM_INT=lam_int, APPROX=approx, CLAMP=clamp, DIST=dist, PDL=pdl,
+                                     LAM_INT=lam_int, APPROX=approx, CLAMP=clamp, PDL=pdl,
                                      SK_N=k.stride(1) if static else 0, SV_N=v.stride(1) if static else 0, num_warps=1,
                                      num_stages=1, **extra)
