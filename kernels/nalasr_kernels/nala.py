@@ -17,6 +17,7 @@ Forward, two stages (plus a tiny combine):
      fragments loaded and computed in registers, no shared memory (see _reduce_rr).
   2. ``_combine``: sums the partials in a fixed order (no atomics: bitwise reproducible) and scales by 1/N.
   3. ``_fwd_map``: every query tile computes φq on the fly, num = φ̃qᵀS (tl.dot), den = φqᵀz + ε, writes o once.
+  On sm_90+ the three chain by programmatic dependent launch (see _pdl): each starts in the tail of the one before.
   φ never touches memory; HBM traffic is q, k, v read once and o written once (+ a few KiB of state).
 
 Backward. With g_t = ∂L/∂o_t (chain rule, per (b, h)):
@@ -76,6 +77,7 @@ import triton
 import triton.language as tl
 from triton.language.extra.cuda import libdevice
 import triton.testing
+from torch import Tensor
 
 try:  # grid dependency control for programmatic dependent launch (Triton ≥ 3.4; see _pdl)
     from triton.language.extra.cuda import gdc_launch_dependents as _gdc_launch, gdc_wait as _gdc_wait
@@ -90,7 +92,6 @@ except ImportError:
     @triton.jit
     def _gdc_wait():
         pass
-from torch import Tensor
 
 __all__ = ["NalaAttentionFunction", "nala_attention_triton", "nala_forward", "nala_backward"]
 
@@ -695,9 +696,7 @@ def _bwd_query(
     D: tl.constexpr, DV: tl.constexpr, BD: tl.constexpr, BDV: tl.constexpr,
     ROPE: tl.constexpr, PREC_G: tl.constexpr, CENTRE: tl.constexpr, APPROX: tl.constexpr, OFFS64: tl.constexpr,
     BLOCK_N: tl.constexpr, SPLIT: tl.constexpr, EYE: tl.constexpr, DZACC: tl.constexpr, MPOW: tl.constexpr,
-    CLAMP: tl.constexpr,
-
-    PDL: tl.constexpr = False,
+    CLAMP: tl.constexpr, PDL: tl.constexpr = False,
 ):
     """Over one chunk of queries: dq (map), and partial dS = Σ φ̃q dnumᵀ, dz = Σ dden·φq (reduce) → PART.
     DZACC (see _bwd_dzacc): dz in elementwise (BLOCK_N, BD) accumulators summed once after the loop, else through
@@ -820,7 +819,6 @@ def _bwd_key(
     D: tl.constexpr, DV: tl.constexpr, BD: tl.constexpr, BDV: tl.constexpr,
     LAM_INT: tl.constexpr, ROPE: tl.constexpr, PREC: tl.constexpr, PREC_G: tl.constexpr, CENTRE: tl.constexpr,
     APPROX: tl.constexpr, OFFS64: tl.constexpr, BLOCK_N: tl.constexpr, EYE: tl.constexpr, CLAMP: tl.constexpr,
-
     PDL: tl.constexpr = False,
 ):
     """Over one chunk of keys: dv = (dS/N)ᵀφ̃k, ∂L/∂φ̃k = (dS/N)·v, ∂L/∂φk = dz/N, chained into dk."""
@@ -1050,7 +1048,7 @@ def _capability(device_index: int) -> tuple[int, int]:
 def _pdl(device: torch.device) -> bool:
     """Whether the passes chain by programmatic dependent launch (PDL): each pass ends with its programs letting the
     next kernel start (_pdl_launch) and the next, launched with launch_pdl, waits for its inputs (_pdl_wait) after
-    whatever it can do before (the map loads its first q tiles). The next kernel's programs then take the SMs the
+    whatever it can do before (the map loads its first q tile, _bwd_key its first k and v tiles). The next kernel's programs then take the SMs the
     pass frees in its tail, and the launch gap goes. The combine and the map (forward), the combine and _bwd_key
     (backward) launch so; the first pass of each does not (its inputs come from kernels that know nothing of PDL).
     sm_90 and later, a Triton with grid dependency control (≥ 3.4); NALASR_PDL=0 turns it off."""
