@@ -25,7 +25,7 @@ import torch
 import triton
 import triton.language as tl
 
-from kernel_diag_gpu import H, D, _inputs, graph_ms, kernel_us  # noqa: E402  (benchmarks/ is the script's dir)
+from kernel_diag_gpu import H, D, _inputs, graph_ms, kernel_us, rel_err as _rel  # noqa: E402  (benchmarks/)
 from nalasr_kernels import nala
 from nalasr_kernels.nala import (_angle, _chunk, _f16_state, _key_mag, _load_state, _load_tile, _query_mag_fwd,
                                  _sincos_angle, _slab, _store_state, _token_rows)
@@ -219,10 +219,6 @@ def _fwd_reduce_hg(K, V, PART, N, H, CHUNK, n_chunks, sk_b, sk_n, sk_h, sk_d, sv
     if HPP > 2:
         _reduce_store(PART, (pid_b * H + h0 + 2) * n_chunks + pid_c, ac2, as2, zc2, zs2, BD, BDV)
         _reduce_store(PART, (pid_b * H + h0 + 3) * n_chunks + pid_c, ac3, as3, zc3, zs3, BD, BDV)
-
-
-def _rel(a: torch.Tensor, b: torch.Tensor) -> float:
-    return float((a.float() - b.float()).norm() / b.float().norm().clamp_min(1e-30))
 
 
 def hg_forward(q, k, v, hpp_r: int, cfg_r: tuple, hpp_m: int, cfg_m: tuple, o=None):

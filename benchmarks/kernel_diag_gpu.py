@@ -38,6 +38,11 @@ from nalasr.model import create_model  # noqa: E402
 H, D = 4, 16
 
 
+def rel_err(a: torch.Tensor, b: torch.Tensor) -> float:
+    """‖a − b‖ / ‖b‖ in float32 (0-safe): how far a result lies from its reference."""
+    return float((a.float() - b.float()).norm() / b.float().norm().clamp_min(1e-30))
+
+
 def graph_ms(fn, reps: int = 50) -> float:
     """Median-free mean ms per call of fn replayed from one CUDA graph (fn must be warmed up already)."""
     g = capture(fn)

@@ -26,7 +26,7 @@ import json
 import torch
 import triton
 
-from kernel_diag_gpu import _inputs, graph_ms, kernel_us  # noqa: E402  (benchmarks/ is the script's directory)
+from kernel_diag_gpu import _inputs, graph_ms, kernel_us, rel_err as rel  # noqa: E402  (benchmarks/ is its directory)
 from nalasr_kernels import nala, nala_rr
 
 HP = (3.0, 0.5, 1.0, 1e-6, 0, 0, 100.0)  # λ, τ, α, ε, no RoPE
@@ -59,10 +59,6 @@ def map_out(q, state, chunk: int, maxnreg: int | None, out=None) -> torch.Tensor
         HP[2], HP[0], HP[1], HP[3], D=16, DV=16, BD=16, BDV=16, ROPE=False, PREC="tf32", APPROX=True, OFFS64=False,
         FASTMAG=True, F16=True, BLOCK_N=64, CLAMP=False, num_warps=2, num_stages=2, **extra)
     return o
-
-
-def rel(a: torch.Tensor, b: torch.Tensor) -> float:
-    return float((a.float() - b.float()).norm() / b.float().norm())
 
 
 def main() -> None:

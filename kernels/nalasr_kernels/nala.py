@@ -1006,15 +1006,20 @@ def _pow2(n: int) -> int:
 
 
 @functools.lru_cache(maxsize=16)
-def _sm_count(device_index: int) -> int:
-    return torch.cuda.get_device_properties(device_index).multi_processor_count
+def _props(device_index: int):
+    return torch.cuda.get_device_properties(device_index)
+
+
+def _cuda_props(device: torch.device):
+    """The properties of a CUDA device (cached; the current device where it has no index)."""
+    return _props(device.index if device.index is not None else torch.cuda.current_device())
 
 
 def _sms(device: torch.device) -> int:
     """Streaming multiprocessors of a CUDA device; 2 elsewhere (the interpreter's plans)."""
     if device.type != "cuda":
         return 2
-    return _sm_count(device.index if device.index is not None else torch.cuda.current_device())
+    return _cuda_props(device).multi_processor_count
 
 
 def _plan(n: int, bh: int, device: torch.device, per_sm: int, quantum: int = _MAX_BLOCK_N) -> tuple[int, int]:
@@ -1040,11 +1045,6 @@ except ImportError:  # a Triton without its CUDA backend: only the interpreter r
     _PDL_OK = False
 
 
-@functools.lru_cache(maxsize=16)
-def _capability(device_index: int) -> tuple[int, int]:
-    return torch.cuda.get_device_capability(device_index)
-
-
 def _pdl(device: torch.device) -> bool:
     """Whether the passes chain by programmatic dependent launch (PDL): each pass ends with its programs letting the
     next kernel start (_pdl_launch) and the next, launched with launch_pdl, waits for its inputs (_pdl_wait) after
@@ -1054,8 +1054,7 @@ def _pdl(device: torch.device) -> bool:
     sm_90 and later, a Triton with grid dependency control (≥ 3.4); NALASR_PDL=0 turns it off."""
     if _forced("NALASR_PDL", ("0", "1")) == "0" or _INTERPRET or not _PDL_OK or device.type != "cuda":
         return False
-    index = device.index if device.index is not None else torch.cuda.current_device()
-    return _capability(index)[0] >= 9
+    return _cuda_props(device).major >= 9
 
 
 def _pdl_kw(pdl: bool) -> dict:
