@@ -6,9 +6,11 @@ traffic: a CPU-side look at what Nsight Compute measures on the H200, for trying
         [--out DIR]
 
 Prints the kernel's shared memory, the main loop's SASS instructions that matter here (shared stores and loads,
-tensor-core products, barriers, global loads) and, for every shared-memory store of the loop (the tl.dot
-operands Triton stages through ``ttg.local_alloc``), how many wavefronts one warp's store instruction takes
-against the conflict-free minimum, from the register layout and the swizzle of the TTGIR (in-loop
+tensor-core products, barriers, global loads), how many loop instructions after issue the loop's global loads
+are first waited on (load_waits: from the scheduling controls ptxas wrote into each instruction; a load waited
+on within a few dozen instructions has its memory latency exposed), and, for every shared-memory store of the
+loop (the tl.dot operands Triton stages through ``ttg.local_alloc``), how many wavefronts one warp's store
+instruction takes against the conflict-free minimum, from the register layout and the swizzle of the TTGIR (in-loop
 ``ttg.convert_layout``s also go through shared memory; they are counted, not modelled). The launch constants are
 those of 518,400 tokens, 4 heads of 16, fp16 inputs, no RoPE (what ``nala_forward`` / ``nala_backward`` pass);
 BLOCK_N, warps, stages and maxnreg default to the autotuner's picks there (see KERNELS). --vec4, --zacc and --zdot
@@ -118,6 +120,34 @@ def main_loop(sass: str) -> list[str]:
         if m and labels.get(m.group(1), i) < i and i - labels[m.group(1)] > best[1] - best[0]:
             best = (labels[m.group(1)], i)
     return lines[best[0]:best[1] + 1]
+
+
+def load_waits(cubin: bytes) -> list[tuple[int, str, int]]:
+    """For every global load of the token loop: (its index in the loop, the instruction, how many loop instructions
+    later the first instruction waiting on its scoreboard comes, following the loop round into the next tile).
+
+    sm_90 instructions are 128 bits; the top 23 carry the scheduling controls ptxas set (stall cycles, yield, the
+    scoreboard an instruction's result sets (write barrier) and the mask of scoreboards it waits on). There are 6
+    scoreboards for every variable-latency result (global and shared loads, shuffles, MUFU ops), so ptxas shares
+    them: a shuffle on the scoreboard of a load just issued makes the shuffle's first reader wait for the load as
+    well. The next tile's loads are meant to be waited on one tile later; a wait a few instructions after issue
+    exposes the whole memory latency (session 21: the register reduce with shorter sin/cos series had two loads
+    waited 28-30 instructions after issue, and Nsight Compute put 21% of its stall samples on that one wait)."""
+    lines = _cubin_tool("nvdisasm", cubin, "-hex", "-c").splitlines()
+    loop = [line for line in main_loop("\n".join(lines)) if re.search(r"/\*[0-9a-f]{4,}\*/", line)]
+    code = {}  # index of each instruction line in ``lines`` → (text, write barrier, wait mask)
+    for i, line in enumerate(lines):
+        if (m := re.search(r"/\*[0-9a-f]{4,}\*/\s+(.*?);\s*/\* 0x[0-9a-f]+ \*/", line)) and i + 1 < len(lines):
+            hi = int(re.search(r"0x([0-9a-f]+)", lines[i + 1]).group(1), 16)
+            code[line] = (m.group(1).strip(), (hi >> 46) & 7, (hi >> 52) & 63)
+    body = [code[line] for line in loop if line in code]
+    out = []
+    for k, (text, wb, _) in enumerate(body):
+        if "LDG" in text and wb != 7:
+            later = next((j for j in range(1, 2 * len(body) + 1) if body[(k + j) % len(body)][2] >> wb & 1), None)
+            if later is not None:  # None: waited on only after the loop
+                out.append((k, text, later))
+    return out
 
 
 # ----------------------------------------------------------------------------- the shared-store bank model
@@ -235,6 +265,7 @@ def main() -> None:
         a.out.mkdir(parents=True, exist_ok=True)
         for kind, text in (("ttgir", ck.asm["ttgir"]), ("ptx", ck.asm["ptx"]), ("sass", sass)):
             (a.out / f"{name}.{kind}").write_text(text)
+        (a.out / f"{name}.cubin").write_bytes(ck.asm["cubin"])  # nvdisasm -hex: the controls load_waits reads
     loop = main_loop(sass)
     counts = collections.Counter(m for line in loop for m in re.findall(SASS_OPS, line))
     variant = "".join(f", {k}={int(v)}" for k, v in switches.items() if k != "BDZ")
@@ -244,6 +275,11 @@ def main() -> None:
     instructions = sum(bool(re.search(r"\*/\s+\S.*;", line)) for line in loop)
     print(f"main loop, per warp and tile: {instructions} instructions; "
           + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
+    if waits := load_waits(ck.asm["cubin"]):
+        first = min(w for _, _, w in waits)
+        k, text = next((k, t) for k, t, w in waits if w == first)
+        print(f"global loads: first waits {first}-{max(w for _, _, w in waits)} loop instructions after issue "
+              f"(earliest: loop instruction {k}, {text})")
     total = minimum = 0
     for r in store_model(ck.asm["ttgir"]):
         if "skipped" in r:

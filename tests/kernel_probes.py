@@ -2,7 +2,7 @@
 
 probe_math(t, approx) runs ``_sincos_angle`` (at u = t/(π/4), as the kernels call it with θ = (π/4)·u) and
 ``_tanh`` of nalasr_kernels.nala elementwise over a float32 vector, so their accuracy claims (full paths ~1e-7;
-APPROX: series < 4e-6, tanh.approx ~2^-11) are checked on the CPU interpreter and on the GPU alike.
+APPROX: cos < 1.1e-5, sin < 1e-6, tanh.approx ~2^-11) are checked on the CPU interpreter and on the GPU alike.
 """
 
 from __future__ import annotations
@@ -16,20 +16,20 @@ from nalasr_kernels.nala import _sincos_angle, _tanh
 
 
 @triton.jit
-def _probe(T, C, S, TH, n, APPROX: tl.constexpr, BLOCK: tl.constexpr):
+def _probe(T, C, S, TH, n, APPROX: tl.constexpr, SIN5: tl.constexpr, BLOCK: tl.constexpr):
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     mask = offs < n
     t = tl.load(T + offs, mask=mask, other=0.0)
-    c, s = _sincos_angle(t * 1.2732395447351628, APPROX)  # 4/π
+    c, s = _sincos_angle(t * 1.2732395447351628, APPROX, SIN5)  # 4/π
     tl.store(C + offs, c, mask=mask)
     tl.store(S + offs, s, mask=mask)
     tl.store(TH + offs, _tanh(t, APPROX), mask=mask)
 
 
-def probe_math(t: Tensor, approx: bool) -> tuple[Tensor, Tensor, Tensor]:
-    """cos t, sin t, tanh t (float32 (n,) each) as the kernels compute them."""
+def probe_math(t: Tensor, approx: bool, sin5: bool = False) -> tuple[Tensor, Tensor, Tensor]:
+    """cos t, sin t, tanh t (float32 (n,) each) as the kernels compute them (``sin5``: the degree 5 sine)."""
     t = t.float().contiguous()
     c, s, th = (torch.full_like(t, float("nan")) for _ in range(3))
     block = 128
-    _probe[(triton.cdiv(t.numel(), block),)](t, c, s, th, t.numel(), APPROX=approx, BLOCK=block)
+    _probe[(triton.cdiv(t.numel(), block),)](t, c, s, th, t.numel(), APPROX=approx, SIN5=sin5, BLOCK=block)
     return c, s, th

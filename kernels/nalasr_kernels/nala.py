@@ -48,8 +48,9 @@ Numerics: loads are cast to float32; feature maps, S, z, dS, dz and every accumu
 in tf32 for fp16/bf16 inputs (the tf32 rounding, 2^-11, is below the output's own fp16/bf16 rounding) and in
 tf32x3 (≈ fp32) for fp32 inputs; NALASR_DOT_PRECISION=ieee|tf32|tf32x3 overrides. The feature map's tanh and
 sin/cos are accurate to ~1e-7; for fp16/bf16 inputs without RoPE (APPROX) they are tanh.approx.f32 (~2^-11
-relative) and degree-6/7 series (< 4e-6), errors of the size of those inputs' own rounding, which took 8% off the
-forward and 7% off the backward at 518K tokens; NALASR_APPROX_MATH=0|1 overrides.
+relative) and short sin/cos polynomials (cos < 1.1e-5, sin < 1e-6), errors below those inputs' own rounding
+(APPROX took 8% off the forward and 7% off the backward at 518K tokens in session 9); NALASR_APPROX_MATH=0|1
+overrides.
 
 Conditioning of the backward. ∂L/∂φq_t = S·dnum_t + dden_t·z = (1/(N·den_t)) Σ_j φk_j (v_j − o_t)·g_t is a
 difference of two nearly equal terms wherever the values sit close to the output (one token: o = v exactly;
@@ -183,17 +184,26 @@ def _sincos_small(t):
 
 
 @triton.jit
-def _sincos_angle(uc, APPROX: tl.constexpr):
-    # cos, sin of θ = (π/4)·uc, |uc| ≤ 1. APPROX (16-bit inputs): a degree 6 / 7 series in uc, the powers of π/4
-    # folded into the coefficients (one multiply an element fewer than forming θ), error < 4e-6 (θ⁸/8! at π/4), a
-    # hundredth of the inputs' own rounding. Float32 inputs: _sincos_small(θ), bit for bit the results of before
-    # session 13 (the folded series rounds differently, and the float32 N = 1 gradient test, at the limit of the
-    # tf32x3 products, went from passing to 1.4-1.7× its tolerance on the H200).
+def _sincos_angle(uc, APPROX: tl.constexpr, SIN5: tl.constexpr = False):
+    # cos, sin of θ = (π/4)·uc, |uc| ≤ 1. APPROX (16-bit inputs): cos as the degree 4 minimax polynomial in uc on
+    # [−1, 1] (Lawson's iteration, the powers of π/4 folded in; max error 1.0e-5 in float32, a thirtieth of what
+    # tanh.approx's 2^-11 leaves in θ and of φ's float16 rounding, 2.4e-4), sin as the degree 7 series (3.1e-7) or,
+    # with SIN5, the degree 5 minimax polynomial (6.2e-7). Which sine a kernel takes is a matter of how ptxas then
+    # schedules it, not of accuracy. Session 21 on the H200 at 518K (each pass alone, µs; degree 6 / 7 series of
+    # sessions 13-20 → cos 4 → cos 4 and sin 5): _fwd_reduce_rr 56.6-56.8 → 55.1-55.2 → 63.3-63.4 (ptxas then
+    # puts two of the next tile's loads on the scoreboard of a shuffle read 28 instructions later, see
+    # benchmarks/compile_sm90.py's load_waits), _fwd_map 55.6-55.9 → 55.1-55.4 → 54.4, _bwd_query 165.7-165.9 →
+    # 165.3-165.7 → 168.6-168.9, _bwd_key 125.9-126.4 → 124.0-127.4 → 121.5-121.9
+    # (benchmarks/results/h200/session21/call2). Float32 inputs: _sincos_small(θ), bit for bit the results of before
+    # session 13 (the float32 N = 1 gradient test sits at the limit of the tf32x3 products).
     if APPROX:
         u2 = uc * uc
-        c = 1.0 + u2 * (-0.30842513753404244 + u2 * (0.0158543442438155 + u2 * -0.00032599188692738996))
-        s = uc * (0.7853981633974483 + u2 * (-0.08074551218828077 + u2 * (0.00249039457019272
-                                                                            + u2 * -3.657620418217724e-05)))
+        c = 0.9999900348241372 + u2 * (-0.3082451022035757 + u2 * 0.015371812920154576)
+        if SIN5:
+            s = uc * (0.7853942344517019 + u2 * (-0.08071399856001482 + u2 * 0.002427105837877301))
+        else:
+            s = uc * (0.7853981633974483 + u2 * (-0.08074551218828077 + u2 * (0.00249039457019272
+                                                                                + u2 * -3.657620418217724e-05)))
     else:
         c, s = _sincos_small(uc * 0.7853981633974483)
     return c, s
@@ -665,19 +675,24 @@ def _fwd_map(
             dirn = x * r[:, None]
             tn, p, l2, m, _ = _query_mag(dirn, ss * r, lam, tau, APPROX)
             u, uc = _angle(alpha * dirn, APPROX, CLAMP)
-        c, s = _sincos_angle(uc, APPROX)
-        den = tl.sum(m * (c * z_c[None, :] + s * z_s[None, :]), axis=1) + eps
+        c, s = _sincos_angle(uc, APPROX, SIN5=True)
+        mc = m * c
+        ms = m * s
+        # den from the products φq = m·[cos, sin] the numerator multiplies anyway, summed as one row of 2·BD terms:
+        # one FMA a term, two operations a head dim where m·(c·z_c + s·z_s) took three (and summing mc·z_c + ms·z_s
+        # as two terms of a head dim adds an FADD each). Offline sm_90 493 → 476 instructions a warp-tile; on the
+        # H200 at 518K 57.1-58.1 → 55.9 µs (benchmarks/results/h200/session21/call1).
+        den = tl.sum(tl.reshape(tl.join(mc * z_c[None, :], ms * z_s[None, :]), (BLOCK_N, 2 * BD)), axis=1) + eps
         if ROPE:
             c2, s2 = _sincos_any(uc * 0.7853981633974483 + _rope_angle(offs_n, W, freq, offs_d, D // 2))
-        else:
-            c2 = c
-            s2 = s
+            mc = m * c2
+            ms = m * s2
         if F16:
-            num = tl.dot((m * c2).to(tl.float16), s_c)
-            num = tl.dot((m * s2).to(tl.float16), s_s, num)
+            num = tl.dot(mc.to(tl.float16), s_c)
+            num = tl.dot(ms.to(tl.float16), s_s, num)
         else:
-            num = tl.dot(m * c2, s_c, input_precision=PREC)
-            num = tl.dot(m * s2, s_s, num, input_precision=PREC)
+            num = tl.dot(mc, s_c, input_precision=PREC)
+            num = tl.dot(ms, s_s, num, input_precision=PREC)
         # Measured alternative (session 18, commit a88c4cf, NALASR_MAP_DENDOT): den from a second float16 product of
         # the same φq with z split in two float16 halves, so den comes out in num's accumulator layout (offline
         # sm_90 505 → 493 instructions a warp-tile, 5 → 3 barriers, one layout conversion fewer): 57.9 against
@@ -858,7 +873,7 @@ def _bwd_key(
         ss, r, dirn = _direction(x)
         u, uc = _angle(alpha * dirn, APPROX, CLAMP)
         m = _key_mag(x, x * x, lam, LAM_INT)  # x·x: _direction's, formed once
-        c, s = _sincos_angle(uc, APPROX)
+        c, s = _sincos_angle(uc, APPROX, SIN5=True)
         if ROPE:
             c2, s2 = _sincos_any(uc * 0.7853981633974483 + _rope_angle(offs_n, W, freq, offs_d, D // 2))
         else:
@@ -1122,7 +1137,7 @@ def _all_16bit(*tensors: Tensor) -> bool:
 
 
 def _approx_math(*tensors: Tensor, rope: bool = False) -> bool:
-    """tanh.approx and shorter sin/cos series (APPROX) for 16-bit inputs: their errors (~2^-11, 4e-6) sit below
+    """tanh.approx and short sin/cos polynomials (APPROX) for 16-bit inputs: their errors (~2^-11, 1e-5) sit below
     the inputs' own rounding and the tf32 products they run in; float32 inputs keep the ~1e-7 paths, and so
     does RoPE whatever the environment says (its backward needs tf32x3 already).
     NALASR_APPROX_MATH=0/1 forces either (benchmarks/device_session8d.sh measures the difference)."""
