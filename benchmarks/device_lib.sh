@@ -29,12 +29,42 @@ sweep() {
   shift
   timeout 150 python3 benchmarks/config_sweep_gpu.py --json $OUT/sweep_$name.json "$@" >> $LOG 2>&1; say "sweep $name rc=$?"
 }
+_ncu() { command -v ncu || ls /usr/local/cuda*/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1; }
 # ncu_attention SECONDS KERNEL_REGEX FILE NCU_OPTION...: Nsight Compute over benchmarks/ncu_attention.py → $OUT/FILE.
 ncu_attention() {
   local t=$1 k=$2 f=$3 ncu
   shift 3
-  ncu=$(command -v ncu || ls /usr/local/cuda*/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
+  ncu=$(_ncu)
   [ -n "$ncu" ] || { say "no ncu on this machine"; return; }
   timeout $t $ncu --profile-from-start off -k regex:"$k" "$@" python3 benchmarks/ncu_attention.py > $OUT/$f 2>&1
   say "ncu rc=$?"
+}
+# ncu_export REP CSV: the source page (per-instruction stall sampling, benchmarks/ncu_source.py reads it) of the
+# report $OUT/REP.ncu-rep as $OUT/CSV; the report goes once exported (at most 8 files come back from a call).
+ncu_export() {
+  [ -f $OUT/$1.ncu-rep ] || return
+  timeout 60 $(_ncu) -i $OUT/$1.ncu-rep --page source --csv --print-source sass > $OUT/$2 2>> $LOG
+  say "ncu export rc=$? $(wc -c < $OUT/$2)"
+  [ -s $OUT/$2 ] && rm -f $OUT/$1.ncu-rep
+}
+# merge_json GLOB FILE: the JSON files $OUT/GLOB as one $OUT/FILE ({file stem: content}), the parts removed.
+merge_json() {
+  python3 - $OUT "$1" "$2" <<'PY'
+import json, pathlib, sys
+out = pathlib.Path(sys.argv[1])
+files = sorted(out.glob(sys.argv[2]))
+json.dump({f.stem: json.load(open(f)) for f in files}, open(out / sys.argv[3], "w"), indent=1)
+for f in files:
+    f.unlink()
+PY
+}
+# pass_times FILE...: the streaming passes' kernel times (µs: reduce, map, _bwd_query, _bwd_key) in each
+# kernel_diag_gpu.py JSON, a line a file.
+pass_times() {
+  python3 - "$@" <<'PY'
+import json, sys
+for path in sys.argv[1:]:
+    us = {r["kernel"]: round(r["us_per_call"], 1) for r in json.load(open(path))["profile"]}
+    print(path.split("/")[-1], *(us.get(k) for k in ("_fwd_reduce_rr", "_fwd_map", "_bwd_query", "_bwd_key")))
+PY
 }

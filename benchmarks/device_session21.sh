@@ -18,25 +18,9 @@ done
 sweep map1w --pass fwd_map --configs 64x2x2,32x1x2,16x1x2 --ppsm 24,48,96
 ncu_attention 150 "_fwd_reduce_rr|_fwd_map" ncu_source.txt --section SourceCounters --section WarpStateStats \
   --import-source no -o $OUT/ncu_fwd
-ncu=$(command -v ncu || ls /usr/local/cuda*/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
-[ -f $OUT/ncu_fwd.ncu-rep ] && timeout 60 $ncu -i $OUT/ncu_fwd.ncu-rep --page source --csv --print-source sass \
-  > $OUT/ncu_source.csv 2>> $LOG; say "ncu export rc=$? $(wc -c < $OUT/ncu_source.csv)"
-[ -s $OUT/ncu_source.csv ] && rm -f $OUT/ncu_fwd.ncu-rep  # at most 8 files come back
+ncu_export ncu_fwd ncu_source.csv
 grep -E "rc=" $LOG | tail -12
-for f in $OUT/diag_*.json; do python3 - "$f" <<'PY'
-import json, sys
-d = json.load(open(sys.argv[1]))
-us = {r["kernel"]: round(r["us_per_call"], 1) for r in d["profile"]}
-print(sys.argv[1].split("/")[-1], us.get("_fwd_reduce_rr"), us.get("_fwd_map"), us.get("_bwd_query"), us.get("_bwd_key"))
-PY
-done
+pass_times $OUT/diag_*.json
 grep -E "^ *(518400|1036800) new" $LOG | head -12
-python3 - $OUT <<'PY'
-import json, pathlib, sys
-out = pathlib.Path(sys.argv[1])
-files = sorted(out.glob("diag_*.json"))
-json.dump({f.stem: json.load(open(f)) for f in files}, open(out / "diag_all.json", "w"), indent=1)
-for f in files:
-    f.unlink()
-PY
+merge_json "diag_*.json" diag_all.json
 ls $OUT

@@ -15,20 +15,7 @@ for round in 1 2; do
 done
 sweep mapreg --pass fwd_map --configs 64x2x2,64x2x2x88,64x2x2x96,64x2x2x128 --ppsm 48
 grep -E "rc=" $LOG | tail -9
-for f in $OUT/diag_*.json; do python3 - "$f" <<'PY'
-import json, sys
-d = json.load(open(sys.argv[1]))
-us = {r["kernel"]: round(r["us_per_call"], 1) for r in d["profile"]}
-print(sys.argv[1].split("/")[-1], us.get("_fwd_reduce_rr"), us.get("_fwd_map"), us.get("_bwd_query"), us.get("_bwd_key"))
-PY
-done
+pass_times $OUT/diag_*.json
 grep -E "^ *518400 new" $LOG | head -8
 grep -E "^fwd_map" $LOG | head -8
-python3 - $OUT <<'PY'
-import json, pathlib, sys
-out = pathlib.Path(sys.argv[1])
-files = sorted(out.glob("diag_*.json"))
-json.dump({f.stem: json.load(open(f)) for f in files}, open(out / "diag_all.json", "w"), indent=1)
-for f in files:
-    f.unlink()
-PY
+merge_json "diag_*.json" diag_all.json

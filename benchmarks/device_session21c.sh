@@ -19,14 +19,7 @@ for round in 1 2; do
   done
 done
 rm -f $OUT/diag_u.tmp
-python3 - $OUT <<'PY'
-import json, pathlib, sys
-out = pathlib.Path(sys.argv[1])
-files = sorted(out.glob("diag_u*.json"))
-json.dump({f.stem: json.load(open(f)) for f in files}, open(out / "diag_unroll.json", "w"), indent=1)
-for f in files:
-    f.unlink()
-PY
+merge_json "diag_u*.json" diag_unroll.json
 grep -E "rc=|passed|failed|all passed" $LOG | tail -8
 sed -n '/^summary:/,/^== /p' $LOG
 grep -E "^ *(518400|1036800) new|_fwd_reduce_rr|_fwd_map|_bwd_query|_bwd_key" $LOG | head -12
