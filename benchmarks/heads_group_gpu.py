@@ -27,8 +27,8 @@ import triton.language as tl
 
 from kernel_diag_gpu import H, D, _inputs, graph_ms, kernel_us, rel_err as _rel  # noqa: E402  (benchmarks/)
 from nalasr_kernels import nala
-from nalasr_kernels.nala import (_angle, _chunk, _f16_state, _key_mag, _load_state, _load_tile, _query_mag_fwd,
-                                 _sincos_angle, _slab, _store_state, _token_rows)
+from nalasr_kernels.nala import (_angle, _chunk, _den, _f16_state, _key_mag, _load_state, _load_tile,
+                                 _query_mag_fwd, _sincos_angle, _slab, _store_state, _token_rows)
 
 HP = (3.0, 0.5, 1.0, 1e-6, 0, 0, 100.0)  # λ, τ, α, ε, no RoPE
 
@@ -41,10 +41,12 @@ def _map_tile(x, s_c, s_s, z_c, z_s, up, alpha, lam, tau, eps, APPROX: tl.conste
     r = tl.rsqrt(ss + 1e-12)
     m = _query_mag_fwd(x, r, ss * r, lam, tau, APPROX)
     u, uc = _angle(x * (alpha * r)[:, None], APPROX, CLAMP)
-    c, s = _sincos_angle(uc, APPROX)
-    den = tl.sum(m * (c * z_c[None, :] + s * z_s[None, :]), axis=1) + eps
-    num = tl.dot((m * c).to(tl.float16), s_c)
-    num = tl.dot((m * s).to(tl.float16), s_s, num)
+    c, s = _sincos_angle(uc, APPROX, SIN5=True)
+    mc = m * c
+    ms = m * s
+    den = _den(mc, ms, z_c, z_s, eps)
+    num = tl.dot(mc.to(tl.float16), s_c)
+    num = tl.dot(ms.to(tl.float16), s_s, num)
     return num * (up / den)[:, None]
 
 

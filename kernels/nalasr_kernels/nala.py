@@ -627,6 +627,17 @@ def _centre(s_c, s_s, z_c, z_s):
     return vs * tl.where(zz > 0, 1.0 / tl.where(zz > 0, zz, 1.0), 0.0)
 
 
+@triton.jit
+def _den(phi_c, phi_s, z_c, z_s, eps):
+    """φq·z + ε (BLOCK_N,) from φq's halves (BLOCK_N, BD), the products the map's numerator multiplies anyway,
+    summed as one row of 2·BD terms: one FMA a term, two operations a head dim where m·(c·z_c + s·z_s) took three
+    (and summing phi_c·z_c + phi_s·z_s as two terms of a head dim adds an FADD each). Offline sm_90: _fwd_map 493 →
+    476 instructions a warp-tile; on the H200 at 518K 57.1-58.1 → 55.9 µs (benchmarks/results/h200/session21/call1).
+    Not in _bwd_query, where it changed the float32 N = 1 dq test's rounding past its tolerance (see there)."""
+    terms = tl.join(phi_c * z_c[None, :], phi_s * z_s[None, :])
+    return tl.sum(tl.reshape(terms, (phi_c.shape[0], 2 * phi_c.shape[1])), axis=1) + eps
+
+
 @triton.jit(do_not_specialize=["N", "W", "N_BUCKET"])
 def _fwd_map(
     Q, STATE, FREQ, O,
@@ -678,11 +689,7 @@ def _fwd_map(
         c, s = _sincos_angle(uc, APPROX, SIN5=True)
         mc = m * c
         ms = m * s
-        # den from the products φq = m·[cos, sin] the numerator multiplies anyway, summed as one row of 2·BD terms:
-        # one FMA a term, two operations a head dim where m·(c·z_c + s·z_s) took three (and summing mc·z_c + ms·z_s
-        # as two terms of a head dim adds an FADD each). Offline sm_90 493 → 476 instructions a warp-tile; on the
-        # H200 at 518K 57.1-58.1 → 55.9 µs (benchmarks/results/h200/session21/call1).
-        den = tl.sum(tl.reshape(tl.join(mc * z_c[None, :], ms * z_s[None, :]), (BLOCK_N, 2 * BD)), axis=1) + eps
+        den = _den(mc, ms, z_c, z_s, eps)
         if ROPE:
             c2, s2 = _sincos_any(uc * 0.7853981633974483 + _rope_angle(offs_n, W, freq, offs_d, D // 2))
             mc = m * c2
@@ -765,9 +772,9 @@ def _bwd_query(
         c, s = _sincos_angle(uc, APPROX)
         phi_c = m * c
         phi_s = m * s
-        # Measured alternative (session 21): den and dden summed as one row of 2·BD products, as _fwd_map's den
-        # (offline 658 → 645 instructions a warp-tile): 164.7-165.1 against 165.1 µs at 518K, and the float32 N = 1
-        # dq test over its tolerance (0.0064 > 0.005; benchmarks/results/h200/session21/call6).
+        # Measured alternative (session 21): den and dden summed as one row of 2·BD products, as _den does for
+        # _fwd_map (offline 658 → 645 instructions a warp-tile): 164.7-165.1 against 165.1 µs at 518K, and the
+        # float32 N = 1 dq test over its tolerance (0.0064 > 0.005; benchmarks/results/h200/session21/call6).
         den = tl.sum(phi_c * z_c[None, :] + phi_s * z_s[None, :], axis=1) + eps
         if ROPE:
             c2, s2 = _sincos_any(uc * 0.7853981633974483 + _rope_angle(offs_n, W, freq, offs_d, D // 2))
@@ -1064,12 +1071,13 @@ except ImportError:  # a Triton without its CUDA backend: only the interpreter r
 
 
 def _pdl(device: torch.device) -> bool:
-    """Whether the passes chain by programmatic dependent launch (PDL): each pass ends with its programs letting the
-    next kernel start (_pdl_launch) and the next, launched with launch_pdl, waits for its inputs (_pdl_wait) after
-    whatever it can do before (the map loads its first q tile, _bwd_key its first k and v tiles). The next kernel's programs then take the SMs the
-    pass frees in its tail, and the launch gap goes. The combine and the map (forward), the combine and _bwd_key
-    (backward) launch so; the first pass of each does not (its inputs come from kernels that know nothing of PDL).
-    sm_90 and later, a Triton with grid dependency control (≥ 3.4); NALASR_PDL=0 turns it off."""
+    """Whether the passes chain by programmatic dependent launch (PDL): each pass ends with its programs letting
+    the next kernel start (_pdl_launch) and the next, launched with launch_pdl, waits for its inputs (_pdl_wait)
+    after whatever it can do before (the map loads its first q tile, _bwd_key its first k and v tiles). The next
+    kernel's programs then take the SMs the pass frees in its tail, and the launch gap goes. The combine and the map
+    (forward), the combine and _bwd_key (backward) launch so; the first pass of each does not (its inputs come from
+    kernels that know nothing of PDL). sm_90 and later, a Triton with grid dependency control (≥ 3.4); NALASR_PDL=0
+    turns it off."""
     if _forced("NALASR_PDL", ("0", "1")) == "0" or _INTERPRET or not _PDL_OK or device.type != "cuda":
         return False
     return _cuda_props(device).major >= 9
