@@ -16,10 +16,11 @@ those of 518,400 tokens, 4 heads of 16, fp16 inputs, no RoPE (what ``nala_forwar
 BLOCK_N, warps, stages and maxnreg default to the autotuner's picks there (see KERNELS). --vec4, --zacc and --zdot
 are _fwd_reduce's VEC4, ZACC and ZDOT switches (NALASR_REDUCE_VEC4, _ZACC, _ZDOT; ZACC 0 also sets the ones
 column's BDZ = 32, and ZDOT needs ZACC), --split _bwd_query's SPLIT (NALASR_REDUCE_SPLIT), --eye the backward
-kernels' EYE (NALASR_EYE_BWD_QUERY / _BWD_KEY), --f16 _fwd_map's F16 (NALASR_MAP_F16), --dzacc and --mpow
-_bwd_query's DZACC and MPOW (NALASR_BWD_DZACC, NALASR_BWD_MPOW); all 1 unless given, like the environment
-switches (the bank model covers 2-D tiles only: SPLIT's 3-D operand stores show in the SASS counts, not in the
-model).
+kernels' EYE (NALASR_EYE_BWD_QUERY / _BWD_KEY), --f16 the F16 of _fwd_map (NALASR_MAP_F16) and of the backward
+kernels (NALASR_BWD_F16), --dzacc and --mpow _bwd_query's DZACC and MPOW (NALASR_BWD_DZACC, NALASR_BWD_MPOW); all 1
+unless given, like the environment switches (the bank model covers 2-D tiles only: SPLIT's 3-D operand stores show in
+the SASS counts, not in the model). The register reduce with --const SK_N=.. --const SV_N=.. (static strides) takes
+its whole-tile loads as inline PTX as nala_rr.launch does (--const ASM_LOADS=0 for tl.load).
 Needs Triton with its bundled ptxas / nvdisasm (the pip wheel has them); the H200 runs Triton 3.6, so a venv with
 triton==3.6.0 matches it (session 14: benchmarks/results/offline/compile_sm90_session14.txt; 3.9 differs a little,
 e.g. _fwd_map 280 against 270 instructions). The first run (session 10, Triton 3.9;
@@ -120,6 +121,16 @@ def main_loop(sass: str) -> list[str]:
         if m and labels.get(m.group(1), i) < i and i - labels[m.group(1)] > best[1] - best[0]:
             best = (labels[m.group(1)], i)
     return lines[best[0]:best[1] + 1]
+
+
+def branch_skips(loop: list[str]) -> int:
+    """Instructions between a conditional forward branch of the loop and its target inside the loop (0 if none)."""
+    labels = {m.group(1): i for i, line in enumerate(loop) if (m := re.match(r"^\s*(\.L_x_\d+):", line))}
+    for i, line in enumerate(loop[:-1]):
+        m = re.search(r"@!?P\d\s+BRA\b.*?(\.L_x_\d+)", line)
+        if m and labels.get(m.group(1), -1) > i:
+            return sum(bool(re.search(r"\*/\s+\S.*;", x)) for x in loop[i + 1:labels[m.group(1)]])
+    return 0
 
 
 def load_waits(cubin: bytes) -> list[tuple[int, str, int]]:
@@ -234,7 +245,8 @@ def main() -> None:
     ap.add_argument("--split", type=int, choices=(0, 1), default=1, help="NALASR_REDUCE_SPLIT (bwd_query)")
     ap.add_argument("--zacc", type=int, choices=(0, 1), default=1, help="NALASR_REDUCE_ZACC (fwd_reduce)")
     ap.add_argument("--zdot", type=int, choices=(0, 1), default=1, help="NALASR_REDUCE_ZDOT (fwd_reduce, with ZACC)")
-    ap.add_argument("--f16", type=int, choices=(0, 1), default=1, help="NALASR_MAP_F16 (fwd_map)")
+    ap.add_argument("--f16", type=int, choices=(0, 1), default=1,
+                    help="NALASR_MAP_F16 (fwd_map), NALASR_BWD_F16 (bwd_query, bwd_key)")
     ap.add_argument("--eye", type=int, choices=(0, 1), default=1, help="NALASR_EYE_BWD_QUERY / _BWD_KEY")
     ap.add_argument("--dzacc", type=int, choices=(0, 1), default=1, help="NALASR_BWD_DZACC (bwd_query)")
     ap.add_argument("--mpow", type=int, choices=(0, 1), default=1, help="NALASR_BWD_MPOW (bwd_query)")
@@ -259,6 +271,10 @@ def main() -> None:
         if k not in params:
             ap.error(f"--const {item}: {name} has no parameter {k}")
         switches[k] = int(v)
+    if switches.get("SK_N") and switches.get("SV_N") and switches.setdefault("ASM_LOADS", int(nala_rr.ASM_LOADS)):
+        # the register reduce's whole-tile loads as nala_rr.launch passes them with static strides
+        switches["LD_K"] = nala_rr.load8_asm(switches["SK_N"] // 2)
+        switches["LD_V"] = nala_rr.load8_asm(switches["SV_N"] // 2)
     ck = compile_kernel(a.kernel, switches, block_n, warps, stages, maxnreg)
     sass = sass_of(ck.asm["cubin"])
     if a.out:
@@ -268,13 +284,16 @@ def main() -> None:
         (a.out / f"{name}.cubin").write_bytes(ck.asm["cubin"])  # nvdisasm -hex: the controls load_waits reads
     loop = main_loop(sass)
     counts = collections.Counter(m for line in loop for m in re.findall(SASS_OPS, line))
-    variant = "".join(f", {k}={int(v)}" for k, v in switches.items() if k != "BDZ")
+    variant = "".join(f", {k}={int(v)}" for k, v in switches.items() if k not in ("BDZ", "LD_K", "LD_V"))
     print(f"{name} sm_90{variant}, BLOCK_N {block_n}, {warps} warps, {stages} stages"
           f"{f', maxnreg {maxnreg}' if maxnreg else ''}, Triton {triton.__version__}: {ck.metadata.shared} B shared, "
           f"{resources(ck.asm['cubin'])}")
     instructions = sum(bool(re.search(r"\*/\s+\S.*;", line)) for line in loop)
     print(f"main loop, per warp and tile: {instructions} instructions; "
           + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
+    if skipped := branch_skips(loop):
+        print(f"  of them {skipped} on a path a forward branch inside the loop skips (the register reduce's masked "
+              f"loads of a chunk's last tile): {instructions - skipped} on the other")
     if waits := load_waits(ck.asm["cubin"]):
         first = min(w for _, _, w in waits)
         k, text = next((k, t) for k, t, w in waits if w == first)

@@ -23,6 +23,17 @@ diag_ab() {
       --ppsm ${PPSM:-8} --parts attention,profile,registers >> $LOG 2>&1; say "diag $var=$a rc=$?"
   done
 }
+# diag_env NAME VAR=VALUE...: attention times at 518K and 1M with those environment variables ($OUT/diag_NAME.json),
+# their figure lines (and the reduce's time) tagged NAME on the screen and in the log.
+diag_env() {
+  local name=$1
+  shift
+  env "$@" timeout 60 python3 benchmarks/kernel_diag_gpu.py --json $OUT/diag_$name.json --sizes 518400,1036800 \
+    --ppsm 8 --parts attention,profile > $OUT/diag_$name.tmp 2>&1
+  say "diag $name ($*) rc=$?"
+  grep -E "^ *(518400|1036800) new|_fwd_reduce_rr" $OUT/diag_$name.tmp | sed "s/^/$name: /" | tee -a $LOG
+  rm -f $OUT/diag_$name.tmp
+}
 # sweep NAME ARGS...: benchmarks/config_sweep_gpu.py ARGS → $OUT/sweep_NAME.json (150 s at most).
 sweep() {
   local name=$1

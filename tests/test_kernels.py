@@ -55,6 +55,11 @@ MAP_F16_TOL = 2e-3
 # errors against the float64 reference stay the same to three digits in every 16-bit case; a dz summed over the
 # wrong tokens or columns is off by O(1). NALASR_BWD_MPOW (16-bit inputs only): 8.7e-6 in fp16.
 BWD_DZACC_TOL = {"float16": 1e-3, "float32": 1e-5}
+# NALASR_BWD_F16: the backward's gradient products in float16 (rounded to nearest) instead of tf32 (truncated), both
+# 11 significant bits: in the interpreter with the GPU's tf32 truncation, batch3's gradient (of its one leaf) moves by
+# 9.2e-4 and its output not at all, while the gradients' errors against the float64 reference fall (fp16-large-values
+# dq 7.5e-4 → 4.0e-4); an operand scaled by the wrong power of two (S, dS, ‖k‖^λ, the halved values) is off by ≥ 50%.
+BWD_F16_TOL = 2e-3
 
 # NALASR_REDUCE_RR (the forward reduce from registers, nalasr_kernels.nala_rr) against _fwd_reduce: the same tf32
 # operands summed in another order (other k slots, other accumulators). In the interpreter with the GPU's tf32
@@ -313,6 +318,13 @@ def run_extras(device: str) -> dict:
     for dtype in ("float16", "float32"):
         out[f"bwd_dzacc_{dtype}"] = max(switch_errors("NALASR_BWD_DZACC", dtype, device)) <= BWD_DZACC_TOL[dtype]
     out["bwd_mpow_float16"] = max(switch_errors("NALASR_BWD_MPOW", "float16", device)) <= SWITCH_TOL["float16"]
+    out["bwd_f16_float16"] = max(switch_errors("NALASR_BWD_F16", "float16", device)) <= BWD_F16_TOL
+    # The register reduce's whole-tile loads as inline PTX (nala_rr.ASM_LOADS, GPU only) load the same values: the
+    # same bits.
+    def asm_loads(flag):
+        return mock.patch.object(nala_rr, "ASM_LOADS", flag == "1")
+
+    out["reduce_rr_asm_loads"] = max(switch_errors("asm", "float16", device, patch=asm_loads)) == 0.0
     # θ's clamp, left out for |α| ≤ 4 (nala._clamp; batch3 has α = 1), cannot bind there: forced on, the output
     # and every gradient are the same bit for bit (no arithmetic changes, only min/max and a select drop out).
     def clamp_on(flag):
@@ -483,15 +495,23 @@ def test_map_f16_rule(monkeypatch, nala):
 
 
 def test_bwd_query_rules(monkeypatch, nala):
-    """NALASR_BWD_DZACC: on unless set to 0; NALASR_BWD_MPOW: on for 16-bit inputs (APPROX) unless set to 0, never
-    for float32; any other value is refused with the variable's name."""
-    for var in ("NALASR_BWD_DZACC", "NALASR_BWD_MPOW"):
+    """NALASR_BWD_DZACC: on unless set to 0; NALASR_BWD_MPOW: on for 16-bit inputs (APPROX) with λτ > 1 (p > 1, where
+    |dir|^(p−1) is 0 at dir = 0) unless set to 0, never for float32; NALASR_BWD_F16: on for float16 inputs of the
+    centred backward unless set to 0, never for bfloat16 or float32 or uncentred; any other value is refused with the
+    variable's name."""
+    for var in ("NALASR_BWD_DZACC", "NALASR_BWD_MPOW", "NALASR_BWD_F16"):
         monkeypatch.delenv(var, raising=False)
-    assert nala._bwd_dzacc() and nala._bwd_mpow(approx=True) and not nala._bwd_mpow(approx=False)
-    monkeypatch.setenv("NALASR_BWD_DZACC", "0")
-    monkeypatch.setenv("NALASR_BWD_MPOW", "0")
-    assert not nala._bwd_dzacc() and not nala._bwd_mpow(approx=True)
-    for var, rule in (("NALASR_BWD_DZACC", nala._bwd_dzacc), ("NALASR_BWD_MPOW", lambda: nala._bwd_mpow(True))):
+    h, b, f = (torch.zeros(1, 2, 1, 16, dtype=t) for t in (torch.float16, torch.bfloat16, torch.float32))
+    assert nala._bwd_dzacc() and nala._bwd_mpow(True, 3.0, 0.5) and not nala._bwd_mpow(False, 3.0, 0.5)
+    assert not nala._bwd_mpow(True, 2.0, 0.5) and nala._bwd_mpow(True, 2.5, 0.5)  # λτ = 1: p = 1 at q = 0
+    assert nala._bwd_f16(True, h, h) and not nala._bwd_f16(False, h, h)
+    assert not nala._bwd_f16(True, h, b) and not nala._bwd_f16(True, b, b) and not nala._bwd_f16(True, f, f)
+    for var in ("NALASR_BWD_DZACC", "NALASR_BWD_MPOW", "NALASR_BWD_F16"):
+        monkeypatch.setenv(var, "0")
+    assert not nala._bwd_dzacc() and not nala._bwd_mpow(True, 3.0, 0.5) and not nala._bwd_f16(True, h, h)
+    rules = (("NALASR_BWD_DZACC", nala._bwd_dzacc), ("NALASR_BWD_MPOW", lambda: nala._bwd_mpow(True, 3.0, 0.5)),
+             ("NALASR_BWD_F16", lambda: nala._bwd_f16(True, h)))
+    for var, rule in rules:
         monkeypatch.setenv(var, "yes")
         with pytest.raises(ValueError, match=var):
             rule()

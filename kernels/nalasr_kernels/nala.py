@@ -46,7 +46,9 @@ Backward. With g_t = ∂L/∂o_t (chain rule, per (b, h)):
 
 Numerics: loads are cast to float32; feature maps, S, z, dS, dz and every accumulation are float32. tl.dot runs
 in tf32 for fp16/bf16 inputs (the tf32 rounding, 2^-11, is below the output's own fp16/bf16 rounding) and in
-tf32x3 (≈ fp32) for fp32 inputs; NALASR_DOT_PRECISION=ieee|tf32|tf32x3 overrides. The feature map's tanh and
+tf32x3 (≈ fp32) for fp32 inputs; NALASR_DOT_PRECISION=ieee|tf32|tf32x3 overrides. Where a product would be tf32,
+fp16 inputs give it float16 operands instead, scaled into range (the map's, _map_f16; the backward's gradient
+products, _bwd_f16): the same 11 significant bits, rounded to nearest. The feature map's tanh and
 sin/cos are accurate to ~1e-7; for fp16/bf16 inputs without RoPE (APPROX) they are tanh.approx.f32 (~2^-11
 relative) and short sin/cos polynomials (cos < 1.1e-5, sin < 1e-6), errors below those inputs' own rounding
 (APPROX took 8% off the forward and 7% off the backward at 518K tokens in session 9); NALASR_APPROX_MATH=0|1
@@ -331,39 +333,60 @@ def _key_mag(x, x2, lam, LAM_INT: tl.constexpr):
 
 
 @triton.jit
-def _key_mag_grad(x, lam, LAM_INT: tl.constexpr):
-    """∂|x|^λ/∂x = λ·|x|^(λ−1)·sign(x) (0 at x = 0, as autograd of abs().pow() gives for λ ≥ 1)."""
+def _key_mag_grad(x, lam, LAM_INT: tl.constexpr, scale=1.0):
+    """scale·∂|x|^λ/∂x = scale·λ·|x|^(λ−1)·sign(x) (0 at x = 0, as autograd of abs().pow() gives for λ ≥ 1)."""
     a = tl.abs(x)
     sgn = tl.where(x > 0, 1.0, tl.where(x < 0, -1.0, 0.0))
     if LAM_INT == 1:
-        g = sgn
+        g = sgn * scale
     elif LAM_INT == 2:
-        g = 2.0 * x
+        g = (2.0 * scale) * x
     elif LAM_INT == 3:
-        g = 3.0 * x * a
+        g = (3.0 * scale) * x * a
     elif LAM_INT == 4:
-        g = 4.0 * x * a * a
+        g = (4.0 * scale) * x * a * a
     else:
-        g = tl.where(a > 0, lam * tl.exp2((lam - 1.0) * _log2(tl.where(a > 0, a, 1.0))), 0.0) * sgn
+        g = tl.where(a > 0, (lam * scale) * tl.exp2((lam - 1.0) * _log2(tl.where(a > 0, a, 1.0))), 0.0) * sgn
     return g
 
 
 @triton.jit
+def _rpow(r, LAM_INT: tl.constexpr):
+    """r^λ for the integer λ of _key_mag (1 to 4): with r = 1/‖k‖, m_k·r^λ = |dir|^λ ∈ [0, 1]."""
+    if LAM_INT == 1:
+        out = r
+    elif LAM_INT == 2:
+        out = r * r
+    elif LAM_INT == 3:
+        out = r * r * r
+    else:
+        out = (r * r) * (r * r)
+    return out
+
+
+@triton.jit
 def _query_mag(dirn, nrm, lam, tau, APPROX: tl.constexpr, MPOW: tl.constexpr = False):
-    """m_q = |dir|^p, p = λ(τ + tanh‖q‖) per token. Returns tanh‖q‖, p (BLOCK_N,), log2|dir| (0 where dir = 0), m,
-    and mo: with MPOW |dir|^(p−1) (m formed as mo·|dir|, no second exp2), else m itself (for the caller's unused
-    slot)."""
+    """m_q = |dir|^p, p = λ(τ + tanh‖q‖) per token. Returns tanh‖q‖, p (BLOCK_N,), log2|dir| (finite: 0 where
+    dir = 0, or ≥ −126 with MPOW), m, and mo: with MPOW |dir|^(p−1) (m formed as mo·|dir|, no second exp2), else m
+    itself (for the caller's unused slot)."""
     tn = _tanh(nrm, APPROX)
     p = lam * (tau + tn)
     a = tl.abs(dirn)
-    # Subnormal |dir| counts as 0: the approximate log2 and division may flush it, and m = |dir|^p is 0 in
-    # float32 there anyway (p ≥ λτ; the default 1.5 takes 1e-38 to 1e-57).
-    pos = a >= _FLT_MIN
-    l2 = _log2(tl.where(pos, a, 1.0))
     if MPOW:
-        mo = tl.where(pos, tl.exp2((p - 1.0)[:, None] * l2), 0.0)
+        # No selects: log2 0 = −inf (so is the GPU's approximate log2 of a subnormal, which it flushes), and then
+        # |dir|^(p−1) = 2^(−inf) = 0 exactly, as it must be for p > 1 (the host's rule: λτ > 1), so m = 0 too. Only
+        # ∂L/∂p's m·log2|dir| needs a finite log2 there: clamped at −126 (m = 0 where the clamp binds). A power of
+        # 2^(−126·(p−1)) at dir = 0, as from log2 max(|dir|, 2^-126), is not 0: r = 10^6 at q = 0 scales it into dq,
+        # and the float16 N = 1 case's dq went 0.073 off (benchmarks/results/h200/session22/call2-3).
+        l2 = _log2(a)
+        mo = tl.exp2((p - 1.0)[:, None] * l2)
         m = mo * a
+        l2 = tl.maximum(l2, -126.0)
     else:
+        # Subnormal |dir| counts as 0: the approximate log2 and division may flush it, and m = |dir|^p is 0 in
+        # float32 there anyway (p ≥ λτ; the default 1.5 takes 1e-38 to 1e-57).
+        pos = a >= _FLT_MIN
+        l2 = _log2(tl.where(pos, a, 1.0))
         m = tl.where(pos, tl.exp2(p[:, None] * l2), 0.0)
         mo = m
     return tn, p, l2, m, mo
@@ -718,7 +741,7 @@ def _bwd_query(
     D: tl.constexpr, DV: tl.constexpr, BD: tl.constexpr, BDV: tl.constexpr,
     ROPE: tl.constexpr, PREC_G: tl.constexpr, CENTRE: tl.constexpr, APPROX: tl.constexpr, OFFS64: tl.constexpr,
     BLOCK_N: tl.constexpr, SPLIT: tl.constexpr, EYE: tl.constexpr, DZACC: tl.constexpr, MPOW: tl.constexpr,
-    CLAMP: tl.constexpr, PDL: tl.constexpr = False,
+    CLAMP: tl.constexpr, PDL: tl.constexpr = False, F16: tl.constexpr = False,
 ):
     """Over one chunk of queries: dq (map), and partial dS = Σ φ̃q dnumᵀ, dz = Σ dden·φq (reduce) → PART.
     DZACC (see _bwd_dzacc): dz in elementwise (BLOCK_N, BD) accumulators summed once after the loop, else through
@@ -738,6 +761,8 @@ def _bwd_query(
         s_s = s_s - z_s[:, None] * vbar[None, :]
     s_cT = tl.trans(s_c)
     s_sT = tl.trans(s_s)
+    if F16:  # see _bwd_f16
+        s_cT16, s_sT16, s_up = _f16_state(s_cT, s_sT)
     q_base = _slab(Q, pid_b, pid_h, sq_b, sq_h)
     g_base = _slab(DO, pid_b, pid_h, sg_b, sg_h)
     dq_base = _slab(DQ, pid_b, pid_h, sdq_b, sdq_h)
@@ -790,8 +815,14 @@ def _bwd_query(
         # so num (o) is never formed (two products and a (BLOCK_N, BDV) accumulator fewer). With CENTRE, S is
         # the centred S − z·v̄ᵀ here, and dden the centred dden + v̄·dnum = −(φq·(S − z·v̄ᵀ)·dnum − ε·v̄·dnum)/den.
         dnum = g * rden[:, None]                                  # (BLOCK_N, BDV)
-        gc2 = tl.dot(dnum, s_cT, input_precision=PREC_G)         # (BLOCK_N, BD)
-        gs2 = tl.dot(dnum, s_sT, input_precision=PREC_G)
+        if F16:  # S·dnum as g (exact in float16) times the scaled S, 1/den and the scale after the product
+            g16 = g.to(tl.float16)
+            gsc = (rden * s_up)[:, None]
+            gc2 = tl.dot(g16, s_cT16) * gsc
+            gs2 = tl.dot(g16, s_sT16) * gsc
+        else:
+            gc2 = tl.dot(dnum, s_cT, input_precision=PREC_G)         # (BLOCK_N, BD)
+            gs2 = tl.dot(dnum, s_sT, input_precision=PREC_G)
         dden = -tl.sum(phi_c2 * gc2 + phi_s2 * gs2, axis=1)
         if CENTRE:
             dden += eps * tl.sum(dnum * vbar[None, :], axis=1)
@@ -812,8 +843,10 @@ def _bwd_query(
         if CLAMP:
             dth = tl.where(tl.abs(u) <= _U_MAX, dth, 0.0)
         ddir = dth * (0.7853981633974483 * alpha) * (1.0 - u * u)
-        if MPOW:  # m/dir = sign(dir)·mo; mo = 0 where m is
-            ddir += tl.where(dirn < 0, -dm, dm) * p[:, None] * mo
+        if MPOW:  # m/dir = sign(dir)·mo (mo ≥ 0 takes dir's sign bit: one LOP3, no compare and select)
+            mos = (mo.to(tl.int32, bitcast=True) | (dirn.to(tl.int32, bitcast=True) & -2147483648)).to(
+                tl.float32, bitcast=True)
+            ddir += dm * p[:, None] * mos
         else:
             pos = tl.abs(dirn) >= _FLT_MIN  # as in _query_mag: m = 0 below
             ddir += tl.where(pos, _div(dm * p[:, None] * m, tl.where(pos, dirn, 1.0)), 0.0)
@@ -844,7 +877,7 @@ def _bwd_key(
     D: tl.constexpr, DV: tl.constexpr, BD: tl.constexpr, BDV: tl.constexpr,
     LAM_INT: tl.constexpr, ROPE: tl.constexpr, PREC: tl.constexpr, PREC_G: tl.constexpr, CENTRE: tl.constexpr,
     APPROX: tl.constexpr, OFFS64: tl.constexpr, BLOCK_N: tl.constexpr, EYE: tl.constexpr, CLAMP: tl.constexpr,
-    PDL: tl.constexpr = False,
+    PDL: tl.constexpr = False, F16: tl.constexpr = False,
 ):
     """Over one chunk of keys: dv = (dS/N)ᵀφ̃k, ∂L/∂φ̃k = (dS/N)·v, ∂L/∂φk = dz/N, chained into dk."""
     pid_h = tl.program_id(0)
@@ -870,6 +903,15 @@ def _bwd_key(
     ds_c, ds_s, gc, gs = _load_state(DSTATE, pid_b * H + pid_h, BD, BDV)  # dS already scaled by 1/N
     gc = gc[None, :]  # ∂L/∂φk: the same for every key (CENTRE: the centred dz, so v − v̄ below)
     gs = gs[None, :]
+    if F16:  # see _bwd_f16
+        ds_c, ds_s, ds_up = _f16_state(ds_c, ds_s)
+        tl.static_assert(CENTRE, "the float16 products are for the centred backward (see _bwd_f16)")
+        g_unit = 2.0 * ds_up  # (v − v̄)/2 against the scaled dS: ∂L/∂φ̃k, ∂L/∂φk, dm, dth in units of g_unit
+        gc = gc / g_unit
+        gs = gs / g_unit
+        vbar_h = vbar * 0.5
+    else:
+        g_unit = 1.0
     ds_cT = tl.trans(ds_c)
     ds_sT = tl.trans(ds_s)
     for n0 in tl.range(start, end, BLOCK_N):
@@ -889,19 +931,31 @@ def _bwd_key(
         else:
             c2 = c
             s2 = s
-        dv = tl.dot(m * c2, ds_c, input_precision=PREC)
-        dv = tl.dot(m * s2, ds_s, dv, input_precision=PREC)
+        if F16:  # φ̃k/‖k‖^λ = |dir|^λ·(cos, sin) lies in [−1, 1]; ‖k‖^λ and dS's scale after the product
+            rl = _rpow(r, LAM_INT)
+            md = m * rl[:, None]
+            dv = tl.dot((md * c2).to(tl.float16), ds_c)
+            dv = tl.dot((md * s2).to(tl.float16), ds_s, dv)
+            dv = dv * (ds_up / rl)[:, None]
+        else:
+            dv = tl.dot(m * c2, ds_c, input_precision=PREC)
+            dv = tl.dot(m * s2, ds_s, dv, input_precision=PREC)
         tl.store(dv_base + rows[:, None] * sdv_n + offs_e[None, :] * sdv_d, dv.to(DV_.dtype.element_ty), mask=mask_e)
-        if CENTRE:
-            vv = vv - vbar[None, :]  # masked tokens become −v̄: nothing of theirs is stored
-        gc2 = tl.dot(vv, ds_cT, input_precision=PREC_G)          # (BLOCK_N, BD)
-        gs2 = tl.dot(vv, ds_sT, input_precision=PREC_G)
+        if F16:  # (v − v̄)/2 fits float16 for float16 v (|v − v̄| ≤ 2·65504); masked tokens: −v̄/2, not stored
+            vh = (vv * 0.5 - vbar_h[None, :]).to(tl.float16)
+            gc2 = tl.dot(vh, ds_cT)  # in units of g_unit (gc, gs too)
+            gs2 = tl.dot(vh, ds_sT)
+        else:
+            if CENTRE:
+                vv = vv - vbar[None, :]  # masked tokens become −v̄: nothing of theirs is stored
+            gc2 = tl.dot(vv, ds_cT, input_precision=PREC_G)          # (BLOCK_N, BD)
+            gs2 = tl.dot(vv, ds_sT, input_precision=PREC_G)
         dm, dth = _feature_grad_angle(m, c, s, c2, s2, gc, gs, gc2, gs2, ROPE)
         if CLAMP:
             dth = tl.where(tl.abs(u) <= _U_MAX, dth, 0.0)
-        ddir = dth * (0.7853981633974483 * alpha) * (1.0 - u * u)
+        ddir = dth * (0.7853981633974483 * alpha * g_unit) * (1.0 - u * u)
         proj = tl.sum(ddir * dirn, axis=1)
-        dx = r[:, None] * (ddir - dirn * proj[:, None]) + dm * _key_mag_grad(x, lam, LAM_INT)
+        dx = r[:, None] * (ddir - dirn * proj[:, None]) + dm * _key_mag_grad(x, lam, LAM_INT, g_unit)
         tl.store(dk_base + rows[:, None] * sdk_n + offs_d[None, :] * sdk_d, dx.to(DK.dtype.element_ty), mask=mask_d)
 
 
@@ -1237,13 +1291,32 @@ def _bwd_dzacc() -> bool:
     return _forced("NALASR_BWD_DZACC", ("0", "1")) != "0"
 
 
-def _bwd_mpow(approx: bool) -> bool:
+def _bwd_mpow(approx: bool, lam: float, tau: float) -> bool:
     """Whether _bwd_query forms m/dir (for ∂m/∂dir = p·m/dir) as sign(dir)·|dir|^(p−1) with one exp2, and m as that
-    times |dir| (default for 16-bit inputs, APPROX; NALASR_BWD_MPOW=0 for m = |dir|^p and a division an element):
-    one MUFU operation, a select and a dependent division an element fewer. On the H200 at 518K: 206.2 → 181.4 µs
-    (benchmarks/results/h200/session16/call2/sweep_q_dz{,m}.json). Float32 inputs keep the division: m's rounding
-    changes by a few ulps, and their N = 1 gradient case sits near its tolerance (see _sincos_angle)."""
-    return approx and _forced("NALASR_BWD_MPOW", ("0", "1")) != "0"
+    times |dir| (default for 16-bit inputs, APPROX, where p > 1 everywhere: λτ > 1, as p ≥ λτ; NALASR_BWD_MPOW=0 for
+    m = |dir|^p and a division an element): one MUFU operation, a select and a dependent division an element fewer.
+    On the H200 at 518K: 206.2 → 181.4 µs (benchmarks/results/h200/session16/call2/sweep_q_dz{,m}.json). Since session
+    22 without selects (see _query_mag; the sign by a bit operation; offline sm_90 658 → 626 instructions a warp-tile):
+    164.7-165.2 → 161.0-161.5 µs (benchmarks/results/h200/session22/call2, measured with the selects' replacement of
+    then, which took dir = 0 as 2^-126 instead of 0; the same instructions). Float32 inputs keep the division: m's
+    rounding changes by a few ulps, and their N = 1 gradient case sits near its tolerance (see _sincos_angle)."""
+    return approx and lam * tau > 1.0 and _forced("NALASR_BWD_MPOW", ("0", "1")) != "0"
+
+
+def _bwd_f16(centre: bool, *tensors: Tensor) -> bool:
+    """Whether the backward's products of the gradient take float16 operands instead of tf32 (default for float16
+    inputs where they would be tf32, i.e. centred, no RoPE; NALASR_BWD_F16=0 keeps tf32), as _fwd_map's does
+    (_map_f16): S, dS scaled into range by a power of two (_f16_state), and operands that fit float16 by construction:
+    _bwd_query's S·dnum as g (the 16-bit upstream gradient, exact) times S, 1/den after the product; _bwd_key's
+    φ̃k/‖k‖^λ (in [−1, 1]; λ an integer 1-4) and (v − v̄)/2 against dS. float16 keeps 11 significant bits rounded to
+    nearest where tf32 keeps 11 truncated: in the interpreter (the GPU's tf32 truncation) fp16-large-values' dq, dk
+    error 7.5e-4, 1.2e-3 → 4.0e-4, 6.3e-4 against the float64 reference. Above all, a float16 operand in the product's
+    accumulator layout is the next product's operand as it stands: tf32 operands converted by shuffles and selects
+    (_bwd_key: 24 SHFL.IDX and 48 FSEL a warp-tile; offline sm_90 445 → 411 instructions, _bwd_query 626 → 613). On
+    the H200 at 518K: _bwd_query 161.0-161.5 → 155.2-155.4 µs, the backward 0.280-0.287 → 0.272-0.274 ms
+    (benchmarks/results/h200/session22/call2). bfloat16 keeps tf32: its g and v need not fit float16."""
+    return (centre and all(t.dtype == torch.float16 for t in tensors)
+            and _forced("NALASR_BWD_F16", ("0", "1")) != "0")
 
 
 def _map_f16(prec: str, rope: bool) -> bool:
@@ -1378,7 +1451,8 @@ def nala_backward(do: Tensor, q: Tensor, k: Tensor, v: Tensor, state: Tensor, la
                 *q.stride(), *do.stride(), *dq.stride(), float(alpha), float(lam), float(tau), float(eps),
                 D=d, DV=dv, BD=bd, BDV=bdv, ROPE=rope, PREC_G=prec_g, CENTRE=centre, APPROX=approx,
                 OFFS64=_offs64(n, q, do, dq), SPLIT=int(_reduce_split()),
-                EYE=_eye("bwd_query", q, do), DZACC=_bwd_dzacc(), MPOW=_bwd_mpow(approx), CLAMP=clamp, PDL=pdl)
+                EYE=_eye("bwd_query", q, do), DZACC=_bwd_dzacc(), MPOW=_bwd_mpow(approx, lam, tau), CLAMP=clamp,
+                PDL=pdl, F16=_bwd_f16(centre, q, do))
         _combine_launch(part, dstate, b * h, n_chunks, 1.0 / n, state_n, pdl)
         chunk, n_chunks = _plan(n, b * h, dev, _PROGRAMS_PER_SM["bwd_key"], _BWD_KEY_QUANTUM)
         _launch(_bwd_key_tuned, _bwd_key, (h, n_chunks, b),
@@ -1386,7 +1460,8 @@ def nala_backward(do: Tensor, q: Tensor, k: Tensor, v: Tensor, state: Tensor, la
                 *k.stride(), *v.stride(), *dk.stride(), *dvv.stride(), float(alpha), float(lam),
                 D=d, DV=dv, BD=bd, BDV=bdv, LAM_INT=_lam_int(lam), ROPE=rope, PREC=prec, PREC_G=prec_g,
                 CENTRE=centre, APPROX=approx, OFFS64=_offs64(n, k, v, dk, dvv),
-                EYE=_eye("bwd_key", k, v), CLAMP=clamp, PDL=pdl, **_pdl_kw(pdl))
+                EYE=_eye("bwd_key", k, v), CLAMP=clamp, PDL=pdl,
+                F16=_bwd_f16(centre, k, v) and _lam_int(lam) > 0, **_pdl_kw(pdl))
     return dq, dk, dvv
 
 

@@ -50,6 +50,14 @@ MAXNREG = 128  # 16 one-warp programs an SM; uncapped it takes 166 registers and
 # On the H200 at 518K: 55.3-55.7 against 55.7-55.9 µs alone, 56.7-57.1 against 57.7-58.3 in the forward, the forward
 # 115.4-116.5 against 117.1-118.0 (benchmarks/results/h200/session20/call4-7).
 STATIC_STRIDES = True
+# With static strides, the loop's loads of a whole next tile (all but a chunk's last) as inline PTX with the 8 slots'
+# offsets as immediates (_load8), one 64-bit address a tensor and tile: tl.load hands ptxas each of the 16 addresses
+# as an opaque operand of its own inline asm, so the loop formed all 16 (32 IADD3) and their masks and zeroed
+# destinations (16 ISETP / LOP3, 16 MOV) every tile. Offline sm_90: 455 → 402 loop instructions on the whole-tile
+# path (benchmarks/compile_sm90.py --kernel fwd_reduce_rr --const SK_N=256 --const SV_N=256 [--const ASM_LOADS=0]).
+# On the H200 at 518K: 52.2-52.8 against 54.7-54.9 µs alone, the forward 0.110-0.111 against 0.112-0.113 ms, at 1M
+# 0.207-0.208 against 0.215-0.216 (benchmarks/results/h200/session22/call1-2). Unrolled by two on top: 57.6-57.7.
+ASM_LOADS = True
 
 
 def _mma_asm(ones_a: bool) -> str:
@@ -104,6 +112,22 @@ def _lane_xor(x, MASK: tl.constexpr):
         else:
             y = tl.gather(x, tl.broadcast_to(idx[None, :], x.shape), 1)
     return y
+
+
+def load8_asm(stride_pairs: int) -> str:
+    """PTX of one lane's 8 loads of a tile (see ASM_LOADS): slot i (token t + 4i) at [$8 + 16·stride_pairs·i] bytes,
+    $8 the lane's address of slot 0, $0-$7 the 32-bit pairs loaded."""
+    return " ".join(f"ld.global.b32 ${i}, [$8+{16 * stride_pairs * i}];" for i in range(8))
+
+
+_LD8_CONSTRAINTS = tl.constexpr(",".join(["=r"] * 8 + ["l"] * 8))
+
+
+@triton.jit
+def _load8(lanep, ASM: tl.constexpr):
+    """A whole tile's (256,) int32 pairs of k or v: ``lanep`` holds the lane's slot-0 address in every slot (one
+    64-bit add a tile), ASM = :func:`load8_asm` of the token stride (the 8 addresses as immediate offsets)."""
+    return tl.inline_asm_elementwise(ASM, _LD8_CONSTRAINTS, [lanep], dtype=tl.int32, is_pure=True, pack=8)
 
 
 @triton.jit
@@ -163,7 +187,8 @@ def _unpack(p, DT: tl.constexpr):
 @triton.jit(do_not_specialize=["N", "n_chunks"])
 def _fwd_reduce_rr(K, V, PART, N, CHUNK, n_chunks, H, sk_b, sk_n, sk_h, sv_b, sv_n, sv_h, alpha, lam,
                    LAM_INT: tl.constexpr, APPROX: tl.constexpr, CLAMP: tl.constexpr, PDL: tl.constexpr = False,
-                   SK_N: tl.constexpr = 0, SV_N: tl.constexpr = 0):
+                   SK_N: tl.constexpr = 0, SV_N: tl.constexpr = 0, LD_K: tl.constexpr = "", LD_V: tl.constexpr = "",
+                   ASM_LOADS: tl.constexpr = False):
     """Partial Σφk vᵀ and Σφk over one chunk of one (b, h) → PART[b, h, chunk, :] (the layout of _store_state).
     k, v: (B, N, H, 16) 16-bit, strides in elements, all even, head dims unit-stride; CHUNK a multiple of
     TILE_TOKENS. PDL: see nala._pdl. SK_N, SV_N > 0: sk_n, sv_n as compile-time constants (see STATIC_STRIDES)."""
@@ -192,6 +217,8 @@ def _fwd_reduce_rr(K, V, PART, N, CHUNK, n_chunks, H, sk_b, sk_n, sk_h, sv_b, sv
     tok = t + 4 * i  # token t + 4i of the tile
     koff = tok * skp + g  # in pairs; loop-invariant, the tile's start moves the scalar base
     voff = tok * svp + g
+    klane = t * skp + g  # the same in every slot: koff without the slot's 4i·skp
+    vlane = t * svp + g
     # Tokens past the end load as 0: φk(0) = 0, v = 0, they add nothing to S or z.
     kn = tl.load(kp + start * skp + koff, mask=start + tok < end, other=0)
     vn = tl.load(vp + start * svp + voff, mask=start + tok < end, other=0)
@@ -204,8 +231,12 @@ def _fwd_reduce_rr(K, V, PART, N, CHUNK, n_chunks, H, sk_b, sk_n, sk_h, sv_b, sv
         kk = kn
         vv = vn
         left = end - n0 - 32
-        kn = tl.load(kp + (n0 + 32) * skp + koff, mask=tok < left, other=0)  # the next tile in flight
-        vn = tl.load(vp + (n0 + 32) * svp + voff, mask=tok < left, other=0)
+        if ASM_LOADS and left >= 32:  # a whole next tile: no masks (see ASM_LOADS)
+            kn = _load8(kp + (n0 + 32) * skp + klane, LD_K)
+            vn = _load8(vp + (n0 + 32) * svp + vlane, LD_V)
+        else:
+            kn = tl.load(kp + (n0 + 32) * skp + koff, mask=tok < left, other=0)  # the next tile in flight
+            vn = tl.load(vp + (n0 + 32) * svp + voff, mask=tok < left, other=0)
         x0, x1 = _unpack(kk, K.dtype.element_ty)
         v0, v1 = _unpack(vv, V.dtype.element_ty)
         x20 = x0 * x0
@@ -243,15 +274,24 @@ def usable(k: Tensor, v: Tensor, chunk: int) -> bool:
             and k.data_ptr() % 4 == 0 and v.data_ptr() % 4 == 0 and chunk % TILE_TOKENS == 0)
 
 
+def asm_loads_fit(k: Tensor, v: Tensor, static: bool, wanted: bool) -> bool:
+    """Whether the launch takes ASM_LOADS: asked for, on the GPU (the interpreter runs no PTX), with the token strides
+    as constexprs (the offsets are part of the PTX) and the last slot's offset, 7·4 tokens on, within the load's
+    signed 24-bit immediate."""
+    return wanted and static and not _INTERPRET and max(k.stride(1), v.stride(1)) * 2 * 28 < 2**23
+
+
 def launch(k: Tensor, v: Tensor, part: Tensor, n: int, chunk: int, n_chunks: int, alpha: float, lam: float,
            lam_int: int, approx: bool, clamp: bool, maxnreg: int | None = MAXNREG, pdl: bool = False,
-           static: bool | None = None) -> None:
+           static: bool | None = None, asm_loads: bool | None = None) -> None:
     """The (H, chunks, B) grid over k, v (B, N, H, 16) into part (B·H·chunks·544 float32); ``maxnreg`` None for
     no register cap (benchmarks/rr_reduce_gpu.py sweeps it); ``pdl``: PDL; ``static``: the token
-    strides as constexprs (None: STATIC_STRIDES)."""
+    strides as constexprs (None: STATIC_STRIDES); ``asm_loads``: whole tiles by :func:`_load8` (None: ASM_LOADS)."""
     b, _, h, _ = k.shape
     static = STATIC_STRIDES if static is None else static
     extra = {} if _INTERPRET or not maxnreg else {"maxnreg": maxnreg}
+    if asm_loads_fit(k, v, static, ASM_LOADS if asm_loads is None else asm_loads):
+        extra.update(LD_K=load8_asm(k.stride(1) // 2), LD_V=load8_asm(v.stride(1) // 2), ASM_LOADS=True)
     _fwd_reduce_rr[(h, n_chunks, b)](k, v, part, n, chunk, n_chunks, h, k.stride(0), k.stride(1), k.stride(2),
                                      v.stride(0), v.stride(1), v.stride(2), float(alpha), float(lam),
                                      LAM_INT=lam_int, APPROX=approx, CLAMP=clamp, PDL=pdl,
