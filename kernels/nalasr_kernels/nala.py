@@ -1313,8 +1313,9 @@ def _bwd_f16(centre: bool, *tensors: Tensor) -> bool:
     error 7.5e-4, 1.2e-3 → 4.0e-4, 6.3e-4 against the float64 reference. Above all, a float16 operand in the product's
     accumulator layout is the next product's operand as it stands: tf32 operands converted by shuffles and selects
     (_bwd_key: 24 SHFL.IDX and 48 FSEL a warp-tile; offline sm_90 445 → 411 instructions, _bwd_query 626 → 613). On
-    the H200 at 518K: _bwd_query 161.0-161.5 → 155.2-155.4 µs, the backward 0.280-0.287 → 0.272-0.274 ms
-    (benchmarks/results/h200/session22/call2). bfloat16 keeps tf32: its g and v need not fit float16."""
+    the H200 at 518K, off / on twice: _bwd_query 161.4 → 153.7-153.9 µs, _bwd_key 129.6-130.1 → 116.4-117.5, the
+    backward 0.286-0.287 → 0.272 ms, at 1M 0.562-0.563 → 0.535-0.538 (benchmarks/results/h200/session22/call4).
+    bfloat16 keeps tf32: its g and v need not fit float16."""
     return (centre and all(t.dtype == torch.float16 for t in tensors)
             and _forced("NALASR_BWD_F16", ("0", "1")) != "0")
 
