@@ -271,10 +271,9 @@ def main() -> None:
         if k not in params:
             ap.error(f"--const {item}: {name} has no parameter {k}")
         switches[k] = int(v)
-    if switches.get("SK_N") and switches.get("SV_N") and switches.setdefault("ASM_LOADS", int(nala_rr.ASM_LOADS)):
-        # the register reduce's whole-tile loads as nala_rr.launch passes them with static strides
-        switches["LD_K"] = nala_rr.load8_asm(switches["SK_N"] // 2)
-        switches["LD_V"] = nala_rr.load8_asm(switches["SV_N"] // 2)
+    if switches.get("SK_N") and switches.get("SV_N"):  # static strides: the asm loads as nala_rr.launch passes them
+        if switches.setdefault("ASM_LOADS", int(nala_rr.ASM_LOADS)):
+            switches.update(nala_rr.asm_loads_meta(switches["SK_N"], switches["SV_N"]))
     ck = compile_kernel(a.kernel, switches, block_n, warps, stages, maxnreg)
     sass = sass_of(ck.asm["cubin"])
     if a.out:

@@ -30,17 +30,13 @@ import torch.nn.functional as F
 from triton.testing import do_bench
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "kernels")]
+sys.path[:0] = [str(ROOT), str(ROOT / "kernels"), str(ROOT / "tests")]
 
 from cuda_graph import capture  # noqa: E402  (benchmarks/, the script's directory)
+from kernel_testing import rel_err  # noqa: E402,F401  (tests/; heads_group_gpu, pdl_gpu, prefetch_gpu take it from here)
 from nalasr.model import create_model  # noqa: E402
 
 H, D = 4, 16
-
-
-def rel_err(a: torch.Tensor, b: torch.Tensor) -> float:
-    """‖a − b‖ / ‖b‖ in float32 (0-safe): how far a result lies from its reference."""
-    return float((a.float() - b.float()).norm() / b.float().norm().clamp_min(1e-30))
 
 
 def graph_ms(fn, reps: int = 50) -> float:

@@ -351,20 +351,6 @@ def _key_mag_grad(x, lam, LAM_INT: tl.constexpr, scale=1.0):
 
 
 @triton.jit
-def _rpow(r, LAM_INT: tl.constexpr):
-    """r^λ for the integer λ of _key_mag (1 to 4): with r = 1/‖k‖, m_k·r^λ = |dir|^λ ∈ [0, 1]."""
-    if LAM_INT == 1:
-        out = r
-    elif LAM_INT == 2:
-        out = r * r
-    elif LAM_INT == 3:
-        out = r * r * r
-    else:
-        out = (r * r) * (r * r)
-    return out
-
-
-@triton.jit
 def _query_mag(dirn, nrm, lam, tau, APPROX: tl.constexpr, MPOW: tl.constexpr = False):
     """m_q = |dir|^p, p = λ(τ + tanh‖q‖) per token. Returns tanh‖q‖, p (BLOCK_N,), log2|dir| (finite: 0 where
     dir = 0, or ≥ −126 with MPOW), m, and mo: with MPOW |dir|^(p−1) (m formed as mo·|dir|, no second exp2), else m
@@ -932,7 +918,7 @@ def _bwd_key(
             c2 = c
             s2 = s
         if F16:  # φ̃k/‖k‖^λ = |dir|^λ·(cos, sin) lies in [−1, 1]; ‖k‖^λ and dS's scale after the product
-            rl = _rpow(r, LAM_INT)
+            rl = _key_mag(r, r * r, lam, LAM_INT)  # r^λ (r > 0): m_k·r^λ = |dir|^λ
             md = m * rl[:, None]
             dv = tl.dot((md * c2).to(tl.float16), ds_c)
             dv = tl.dot((md * s2).to(tl.float16), ds_s, dv)

@@ -34,6 +34,8 @@ the GPU runs.
 
 from __future__ import annotations
 
+import functools
+
 import torch
 import triton
 import triton.language as tl
@@ -114,6 +116,7 @@ def _lane_xor(x, MASK: tl.constexpr):
     return y
 
 
+@functools.lru_cache(maxsize=16)
 def load8_asm(stride_pairs: int) -> str:
     """PTX of one lane's 8 loads of a tile (see ASM_LOADS): slot i (token t + 4i) at [$8 + 16·stride_pairs·i] bytes,
     $8 the lane's address of slot 0, $0-$7 the 32-bit pairs loaded."""
@@ -281,6 +284,11 @@ def asm_loads_fit(k: Tensor, v: Tensor, static: bool, wanted: bool) -> bool:
     return wanted and static and not _INTERPRET and max(k.stride(1), v.stride(1)) * 2 * 28 < 2**23
 
 
+def asm_loads_meta(sk_n: int, sv_n: int) -> dict:
+    """The kernel's constexprs for ASM_LOADS at token strides sk_n, sv_n (elements; see launch, compile_sm90.py)."""
+    return dict(LD_K=load8_asm(sk_n // 2), LD_V=load8_asm(sv_n // 2), ASM_LOADS=True)
+
+
 def launch(k: Tensor, v: Tensor, part: Tensor, n: int, chunk: int, n_chunks: int, alpha: float, lam: float,
            lam_int: int, approx: bool, clamp: bool, maxnreg: int | None = MAXNREG, pdl: bool = False,
            static: bool | None = None, asm_loads: bool | None = None) -> None:
@@ -291,7 +299,7 @@ def launch(k: Tensor, v: Tensor, part: Tensor, n: int, chunk: int, n_chunks: int
     static = STATIC_STRIDES if static is None else static
     extra = {} if _INTERPRET or not maxnreg else {"maxnreg": maxnreg}
     if asm_loads_fit(k, v, static, ASM_LOADS if asm_loads is None else asm_loads):
-        extra.update(LD_K=load8_asm(k.stride(1) // 2), LD_V=load8_asm(v.stride(1) // 2), ASM_LOADS=True)
+        extra.update(asm_loads_meta(k.stride(1), v.stride(1)))
     _fwd_reduce_rr[(h, n_chunks, b)](k, v, part, n, chunk, n_chunks, h, k.stride(0), k.stride(1), k.stride(2),
                                      v.stride(0), v.stride(1), v.stride(2), float(alpha), float(lam),
                                      LAM_INT=lam_int, APPROX=approx, CLAMP=clamp, PDL=pdl,
