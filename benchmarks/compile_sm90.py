@@ -79,6 +79,8 @@ def compile_kernel(kernel: str, switches: dict, block_n: int, warps: int, stages
             const[a] = block_n if a == "BLOCK_N" else known[a] if a in known or not p.has_default else p.default
         elif re.fullmatch(r"s\w*_d", a):  # the launcher turns integer arguments equal to 1 into constants
             const[a] = 1
+        elif p.has_default and p.default is None:  # an optional pointer left out (nala_rr's TIMES)
+            const[a] = None
         if a in const:
             sig[a] = "constexpr"
             continue

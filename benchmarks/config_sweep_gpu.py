@@ -73,6 +73,7 @@ def main() -> None:
     ap.add_argument("--ppsm", default="8")
     ap.add_argument("--env", default="", help="NAME=v1,v2: an environment switch to try at each value")
     ap.add_argument("--tokens", type=int, default=518_400)
+    ap.add_argument("--quantum", default="", help="chunk quanta of the pass to try (nala._<PASS>_QUANTUM)")
     ap.add_argument("--chunks", default="254,1013", help="combine: chunks per (batch, head)")
     ap.add_argument("--bh", type=int, default=4, help="combine: (batch, head) pairs")
     ap.add_argument("--json", type=Path, required=True)
@@ -95,14 +96,19 @@ def main() -> None:
     plain, tuned_name = getattr(nala, f"_{a.pas}"), f"_{a.pas}_tuned"
     default_tuned, default_ppsm = getattr(nala, tuned_name), nala._PROGRAMS_PER_SM[a.pas]
     rows, regs = [], {}
-    for text, ppsm, value in itertools.product(a.configs.split(","), a.ppsm.split(","), values):
+    quantum_name = f"_{a.pas.upper()}_QUANTUM"
+    default_quantum = getattr(nala, quantum_name, None)
+    quanta = [int(x) for x in a.quantum.split(",")] if a.quantum else [default_quantum]
+    for text, ppsm, value, quantum in itertools.product(a.configs.split(","), a.ppsm.split(","), values, quanta):
+        if quantum is not None:
+            setattr(nala, quantum_name, quantum)
         tuned = nala._tuned(plain, [parse_config(text)], 1 << 20, default_tuned.keys)
         setattr(nala, tuned_name, tuned)
         nala._PROGRAMS_PER_SM[a.pas] = int(ppsm)
         if var:
             os.environ[var] = value
         r = {"pass": a.pas, "config": text, "ppsm": int(ppsm), "env": f"{var}={value}" if var else "",
-             "tokens": a.tokens}
+             "tokens": a.tokens, "quantum": quantum}
         try:
             before = compiled(plain)
             run()
@@ -115,7 +121,7 @@ def main() -> None:
             r["pass_us"] = sum(us for name, us in r["kernels_us"].items() if name.startswith(own))
             # None when the variant was compiled before the sweep (by the default run that sets up the state)
             r["n_regs"], r["n_spills"] = regs.get((text, value), (None, None))
-            print(f"{a.pas} {text:12s} ppsm {ppsm:>3s} {r['env']:18s} | pass {r['pass_us']:7.1f} µs | "
+            print(f"{a.pas} {text:12s} ppsm {ppsm:>3s} q {quantum} {r['env']:18s} | pass {r['pass_us']:7.1f} µs | "
                   f"{'fwd' if run is fwd else 'bwd'} graph {r['graph_ms'] * 1e3:7.1f} µs | regs {r['n_regs']} "
                   f"spills {r['n_spills']} | " + " ".join(f"{n} {us:.1f}" for n, us in sorted(r["kernels_us"].items())),
                   flush=True)
@@ -125,12 +131,14 @@ def main() -> None:
         rows.append(r)
     setattr(nala, tuned_name, default_tuned)
     nala._PROGRAMS_PER_SM[a.pas] = default_ppsm
+    if default_quantum is not None:
+        setattr(nala, quantum_name, default_quantum)
     a.json.parent.mkdir(parents=True, exist_ok=True)
     a.json.write_text(json.dumps({"rows": rows, "device": torch.cuda.get_device_name(),
                                   "triton": triton.__version__}, indent=1))
     print(f"\n{a.pas} at {a.tokens} tokens, best first:")
     for r in sorted((r for r in rows if "pass_us" in r), key=lambda r: r["pass_us"]):
-        print(f"  {r['config']:12s} ppsm {r['ppsm']:3d} {r['env']:18s} {r['pass_us']:7.1f} µs  "
+        print(f"  {r['config']:12s} ppsm {r['ppsm']:3d} q {r['quantum']} {r['env']:18s} {r['pass_us']:7.1f} µs  "
               f"(graph {r['graph_ms'] * 1e3:.1f} µs, regs {r['n_regs']})")
 
 

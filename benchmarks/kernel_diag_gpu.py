@@ -1,6 +1,6 @@
 """Where the GPU time of NaLa attention and of the network goes: kernel time vs launch overhead, and the knobs.
 
-    PYTHONPATH=.:kernels python benchmarks/kernel_diag_gpu.py --json OUT.json [--old PATH/nala_old.py]
+    PYTHONPATH=.:kernels python benchmarks/kernel_diag_gpu.py --json OUT.json [--old PATH/nala_old.py | PATH/nalasr_kernels]
 
 For the attention (B = 1, 4 heads × 16, fp16, q/k/v strided views of one (1, N, 256) tensor, as in
 benchmarks/attention.py) at several token counts, and for each kernel module (this tree's and, with --old, an
@@ -62,9 +62,18 @@ def cpu_us(fn, calls: int = 100) -> float:
 
 
 def load_module(path: str | None, name: str):
+    """This tree's nalasr_kernels.nala (path None), an earlier nala.py, or the nala module of an earlier copy of the
+    whole nalasr_kernels package (path a directory: its relative imports, nala_rr, resolve inside the copy)."""
     if path is None:
         import nalasr_kernels.nala as mod
         return mod
+    if Path(path).is_dir():
+        spec = importlib.util.spec_from_file_location(name, Path(path) / "__init__.py",
+                                                      submodule_search_locations=[str(path)])
+        pkg = importlib.util.module_from_spec(spec)
+        sys.modules[name] = pkg
+        spec.loader.exec_module(pkg)
+        return importlib.import_module(f"{name}.nala")
     spec = importlib.util.spec_from_file_location(name, path)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
@@ -265,7 +274,8 @@ def train_rows(batch: int = 64, lr_px: int = 48) -> list[dict]:
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--json", required=True)
-    ap.add_argument("--old", default=None, help="an earlier kernels nala.py to compare against")
+    ap.add_argument("--old", default=None,
+                    help="an earlier kernels nala.py, or a copy of the nalasr_kernels package, to compare against")
     ap.add_argument("--sizes", default="16384,131072,518400")
     ap.add_argument("--ppsm", default="4,8,16,32")
     ap.add_argument("--parts", default="attention,profile,registers,network,train")

@@ -454,6 +454,27 @@ def test_extras_cuda():
     assert all(extras.values()), extras
 
 
+@needs_cuda
+def test_reduce_rr_stamps_cuda():
+    """nala_rr's diagnostic stamps (benchmarks/reduce_tail_gpu.py) write every program's start, end and SM and leave
+    the partial sums as they are, bit for bit."""
+    sys.path.insert(0, str(ROOT / "kernels"))
+    from nalasr_kernels import nala, nala_rr
+
+    x = torch.randn(1, 9000, 4 * 64, device="cuda", dtype=torch.float16)
+    k, v = (x[..., i * 64:(i + 1) * 64].view(1, 9000, 4, 16) for i in (1, 2))
+    chunk, n_chunks = nala._plan(9000, 4, k.device, 16, nala_rr.TILE_TOKENS)
+    parts = [torch.full((4 * n_chunks * nala._state_size(16, 16),), float("nan"), device="cuda") for _ in range(2)]
+    times = torch.zeros(4 * n_chunks, 4, dtype=torch.int64, device="cuda")
+    args = (9000, chunk, n_chunks, 1.0, 3.0, 3, True, False)
+    nala_rr.launch(k, v, parts[0], *args)
+    nala_rr.launch(k, v, parts[1], *args, times=times)
+    assert torch.equal(parts[0], parts[1]) and not parts[0].isnan().any()
+    t = times.cpu()
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    assert (t[:, 0] > 0).all() and (t[:, 1] >= t[:, 0]).all() and ((t[:, 2] >= 0) & (t[:, 2] < sms)).all()
+
+
 @pytest.fixture
 def nala():
     """nalasr_kernels.nala for the tests of its host-side rules (skipped where Triton is not installed)."""
@@ -620,6 +641,7 @@ def test_plans(monkeypatch, nala):
     assert nala._plan(518_400, 4, dev, pp["fwd_reduce"]) == (1024, 507)  # the 256-token rounding of before
     assert nala._plan(518_400, 4, dev, pp["bwd_query"], nala._BWD_QUERY_QUANTUM) == (1984, 262)
     assert nala._plan(518_400, 4, dev, pp["bwd_key"], nala._BWD_KEY_QUANTUM) == (1984, 262)
+    assert nala._plan(518_400, 4, dev, pp["fwd_map"], nala._FWD_MAP_QUANTUM) == (448, 1158)  # 2.92 waves of 1,584
     assert nala._plan(4096, 4, dev, pp["fwd_reduce"], 32) == (256, 16)
     for n in (1, 37, 255, 256, 257, 49_152, 518_401, 1_048_576):
         for bh in (1, 4, 128):

@@ -196,8 +196,10 @@ def _sincos_angle(uc, APPROX: tl.constexpr, SIN5: tl.constexpr = False):
     # puts two of the next tile's loads on the scoreboard of a shuffle read 28 instructions later, see
     # benchmarks/compile_sm90.py's load_waits), _fwd_map 55.6-55.9 → 55.1-55.4 → 54.4, _bwd_query 165.7-165.9 →
     # 165.3-165.7 → 168.6-168.9, _bwd_key 125.9-126.4 → 124.0-127.4 → 121.5-121.9
-    # (benchmarks/results/h200/session21/call2). Float32 inputs: _sincos_small(θ), bit for bit the results of before
-    # session 13 (the float32 N = 1 gradient test sits at the limit of the tf32x3 products).
+    # (benchmarks/results/h200/session21/call2); with its whole-tile asm loads (session 22) _fwd_reduce_rr takes the
+    # degree 5 sine too: 52.2-52.4 against 52.8 µs (benchmarks/results/h200/session23/call1). Float32 inputs:
+    # _sincos_small(θ), bit for bit the results of before session 13 (the float32 N = 1 gradient test sits at the
+    # limit of the tf32x3 products).
     if APPROX:
         u2 = uc * uc
         c = 0.9999900348241372 + u2 * (-0.3082451022035757 + u2 * 0.015371812920154576)
@@ -997,6 +999,7 @@ _MAX_BLOCK_N = 256  # chunks are multiples of this, so every config tiles a chun
 # (benchmarks/results/h200/session20/call5/pdl_all.json).
 _BWD_QUERY_QUANTUM = 64
 _BWD_KEY_QUANTUM = 64  # its autotuner's pick at 518K is 64 tokens too (see _PROGRAMS_PER_SM)
+_FWD_MAP_QUANTUM = 64  # its pick's tile (64 tokens on 2 warps); see _PROGRAMS_PER_SM
 _TUNE_KEY = ["N_BUCKET", "D", "DV", "ROPE"]
 
 
@@ -1046,7 +1049,11 @@ _bwd_key_tuned = _tuned(_bwd_key, _BWD_CONFIGS, 8)
 # 64.3 µs with 24 (63.3 with 48), the forward 0.183 → 0.175 ms (benchmarks/results/h200/session12/diag_map*.json).
 # 48 since session 15, where every config swept with and without the float16 product ran faster at 48 than at 24:
 # 59.0 / 61.0 µs (64 tokens, 2 warps, F16), 61.5 / 62.1 (64 × 4, F16), 62.8 / 63.7 and 63.9 / 66.1 (tf32;
-# benchmarks/results/h200/session15/call6/sweep_m16.json).
+# benchmarks/results/h200/session15/call6/sweep_m16.json). 36 on 64-token chunk quanta (_FWD_MAP_QUANTUM) since
+# session 23: 12 of its 2-warp programs (79 registers) fit an SM, so 36 an SM is 4,632 programs in 2.92 waves of
+# 1,584 places, where 48 on 256-token quanta (512-token chunks) left 4,052 in 2.56. At 518K on the H200 the map 53.7
+# against 54.2 µs at 36 on 256-token quanta and 54.3 at 48; 55.4-55.7 at 12 or 24
+# (benchmarks/results/h200/session23/call1/sweep_map.json).
 # _fwd_reduce's one-warp programs (see _REDUCE_CONFIGS) take 16 per SM since session 15: at 128 registers 16 of
 # them fill an SM, so 16 is one full wave, and half the chunks halve _combine's reading of the partials (the
 # forward's combine took 6.2 µs at 32, every sweep of sessions 13-14). At 518K on the H200 (session 15,
@@ -1060,7 +1067,7 @@ _bwd_key_tuned = _tuned(_bwd_key, _BWD_CONFIGS, 8)
 # backward at 518K 281.2 against 285.8-287.2 µs, at 1M 558.5 against 560.1-564.4
 # (benchmarks/results/h200/session20/call6/bwd_key_plans.json).
 _PROGRAMS_PER_SM = {name: int(os.environ.get(f"NALASR_PROGRAMS_PER_SM_{name.upper()}", default))
-                    for name, default in (("fwd_reduce", 16), ("fwd_map", 48), ("bwd_query", 8), ("bwd_key", 8))}
+                    for name, default in (("fwd_reduce", 16), ("fwd_map", 36), ("bwd_query", 8), ("bwd_key", 8))}
 
 
 # ================================================================================================ host side
@@ -1403,7 +1410,7 @@ def nala_forward(q: Tensor, k: Tensor, v: Tensor, lam: float, tau: float, alpha:
                     ROPE=rope, PREC=prec, APPROX=approx, OFFS64=offs64, VEC4=_reduce_vec4(), ZACC=zacc,
                     CLAMP=clamp, ZDOT=zacc and not rope and _reduce_zdot(), PDL=pdl)  # ZACC without RoPE: tf32
         _combine_launch(part, state, b * h, n_chunks, 1.0 / n, state_n, pdl)
-        chunk, n_chunks = _plan(n, b * h, dev, _PROGRAMS_PER_SM["fwd_map"])
+        chunk, n_chunks = _plan(n, b * h, dev, _PROGRAMS_PER_SM["fwd_map"], _FWD_MAP_QUANTUM)
         _launch(_fwd_map_tuned, _fwd_map, (h, n_chunks, b),
                 q, state, freq, o, n, max(rope_w, 1), h, chunk, bucket,
                 *q.stride(), *o.stride(), float(alpha), float(lam), float(tau), float(eps),

@@ -134,6 +134,20 @@ def _load8(lanep, ASM: tl.constexpr):
 
 
 @triton.jit
+def _stamp(TIMES, pid_h, pid_c, pid_b, H, n_chunks, WHICH: tl.constexpr):
+    """Diagnostics (benchmarks/reduce_tail_gpu.py): the program's %globaltimer (ns) into TIMES[program, WHICH] and,
+    at WHICH 0, its SM into TIMES[program, 2]; TIMES is int64 (programs, 4), programs in launch order (pid_h
+    fastest). GPU only (inline PTX)."""
+    slot = ((pid_b * n_chunks + pid_c) * H + pid_h).to(tl.int64) * 4
+    t = tl.inline_asm_elementwise("mov.u64 $0, %globaltimer;", "=l,r", [pid_h], dtype=tl.int64, is_pure=False,
+                                  pack=1)
+    tl.store(TIMES + slot + WHICH, t)
+    if WHICH == 0:
+        sm = tl.inline_asm_elementwise("mov.u32 $0, %smid;", "=r,r", [pid_h], dtype=tl.int32, is_pure=False, pack=1)
+        tl.store(TIMES + slot + 2, sm.to(tl.int64))
+
+
+@triton.jit
 def _pair(lo, hi):
     """(256,) lo / hi → the (512,) operand (f = 2e + j): a lane's registers (i, j), j fastest."""
     return tl.reshape(tl.join(lo, hi), (512,))
@@ -191,12 +205,14 @@ def _unpack(p, DT: tl.constexpr):
 def _fwd_reduce_rr(K, V, PART, N, CHUNK, n_chunks, H, sk_b, sk_n, sk_h, sv_b, sv_n, sv_h, alpha, lam,
                    LAM_INT: tl.constexpr, APPROX: tl.constexpr, CLAMP: tl.constexpr, PDL: tl.constexpr = False,
                    SK_N: tl.constexpr = 0, SV_N: tl.constexpr = 0, LD_K: tl.constexpr = "", LD_V: tl.constexpr = "",
-                   ASM_LOADS: tl.constexpr = False):
+                   ASM_LOADS: tl.constexpr = False, TIMES=None):
     """Partial Σφk vᵀ and Σφk over one chunk of one (b, h) → PART[b, h, chunk, :] (the layout of _store_state).
     k, v: (B, N, H, 16) 16-bit, strides in elements, all even, head dims unit-stride; CHUNK a multiple of
     TILE_TOKENS. PDL: see nala._pdl. SK_N, SV_N > 0: sk_n, sv_n as compile-time constants (see STATIC_STRIDES)."""
     _pdl_launch(PDL)
     pid_h, pid_c, pid_b = tl.program_id(0), tl.program_id(1), tl.program_id(2)
+    if TIMES is not None:
+        _stamp(TIMES, pid_h, pid_c, pid_b, H, n_chunks, 0)
     # The statements in the prototype's order (commit 5fc4f03, benchmarks/rr_reduce_gpu.py): ptxas scheduled a
     # reordering of these lines 68 instructions differently in the loop (where the next tile's loads issue among
     # the MUFU ops), and that ran 65.3 against 57.7 µs (benchmarks/results/h200/session18/call8).
@@ -251,8 +267,11 @@ def _fwd_reduce_rr(K, V, PART, N, CHUNK, n_chunks, H, sk_b, sk_n, sk_h, sv_b, sv
         ar = alpha * tl.rsqrt(ss + 1e-12)
         u0, uc0 = _angle(x0 * ar, APPROX, CLAMP)
         u1, uc1 = _angle(x1 * ar, APPROX, CLAMP)
-        c0, s0 = _sincos_angle(uc0, APPROX)
-        c1, s1 = _sincos_angle(uc1, APPROX)
+        # The degree-5 sine, not the degree 7 series: 402 → 386 loop instructions (offline sm_90); 52.2-52.4 against
+        # 52.8 µs at 518K (benchmarks/results/h200/session23/call1/sweep_lean.json). Before the asm loads it ran
+        # 63.3 against 55.1 µs (see _sincos_angle): ptxas put two loads on a shuffle's scoreboard then.
+        c0, s0 = _sincos_angle(uc0, APPROX, SIN5=True)
+        c1, s1 = _sincos_angle(uc1, APPROX, SIN5=True)
         m0 = _key_mag(x0, x20, lam, LAM_INT)
         m1 = _key_mag(x1, x21, lam, LAM_INT)
         bc = _pair(m0 * c0, m1 * c1)
@@ -267,6 +286,8 @@ def _fwd_reduce_rr(K, V, PART, N, CHUNK, n_chunks, H, sk_b, sk_n, sk_h, sv_b, sv
     st = PART + ((pid_b * H + pid_h) * n_chunks + pid_c).to(tl.int64) * (2 * 16 * 16 + 2 * 16)
     tl.store(st + half * 256 + dim * 16 + col, acc)  # [S_cos (16×16) | S_sin | z_cos (16) | z_sin (16)]
     tl.store(st + 512 + half * 16 + dim, zacc, mask=col == 0)  # every row of the ones product is z
+    if TIMES is not None:
+        _stamp(TIMES, pid_h, pid_c, pid_b, H, n_chunks, 1)
 
 
 def usable(k: Tensor, v: Tensor, chunk: int) -> bool:
@@ -291,10 +312,11 @@ def asm_loads_meta(sk_n: int, sv_n: int) -> dict:
 
 def launch(k: Tensor, v: Tensor, part: Tensor, n: int, chunk: int, n_chunks: int, alpha: float, lam: float,
            lam_int: int, approx: bool, clamp: bool, maxnreg: int | None = MAXNREG, pdl: bool = False,
-           static: bool | None = None, asm_loads: bool | None = None) -> None:
+           static: bool | None = None, asm_loads: bool | None = None, times: Tensor | None = None) -> None:
     """The (H, chunks, B) grid over k, v (B, N, H, 16) into part (B·H·chunks·544 float32); ``maxnreg`` None for
     no register cap (benchmarks/rr_reduce_gpu.py sweeps it); ``pdl``: PDL; ``static``: the token
-    strides as constexprs (None: STATIC_STRIDES); ``asm_loads``: whole tiles by :func:`_load8` (None: ASM_LOADS)."""
+    strides as constexprs (None: STATIC_STRIDES); ``asm_loads``: whole tiles by :func:`_load8` (None: ASM_LOADS);
+    ``times``: each program's start, end and SM into this int64 (B·H·chunks, 4) tensor (see _stamp; GPU only)."""
     b, _, h, _ = k.shape
     static = STATIC_STRIDES if static is None else static
     extra = {} if _INTERPRET or not maxnreg else {"maxnreg": maxnreg}
@@ -304,4 +326,4 @@ def launch(k: Tensor, v: Tensor, part: Tensor, n: int, chunk: int, n_chunks: int
                                      v.stride(0), v.stride(1), v.stride(2), float(alpha), float(lam),
                                      LAM_INT=lam_int, APPROX=approx, CLAMP=clamp, PDL=pdl,
                                      SK_N=k.stride(1) if static else 0, SV_N=v.stride(1) if static else 0, num_warps=1,
-                                     num_stages=1, **extra)
+                                     num_stages=1, TIMES=times, **extra)
