@@ -6,8 +6,8 @@ The forward's reduce (nalasr_kernels.nala_rr) at the plan nala_forward takes, in
 (B = 1, 4 heads × 16, fp16, strided views of one projection), launched back to back ``--reps`` times with each
 program writing its %globaltimer at start and end and its SM (nala_rr._stamp). Per size and programs per SM it
 prints, from the last launch: percentiles of the programs' start, end and duration (µs from the first start); per
-SM the spread of its programs' ends; the programs' end by their rank of start within their SM (does the first
-program an SM starts finish first?); and how many SMs are still busy as the tail goes on.
+SM the spread of its programs' ends and when its last one ends; the programs' end by their rank of start within
+their SM (does the first program an SM starts finish first?), by head and by quarter of the chunks.
 """
 
 from __future__ import annotations
@@ -56,22 +56,19 @@ def run(n: int, ppsm: int, reps: int) -> dict:
             ranks.setdefault(r, []).append(float(end[i]))
     by_rank = {r: round(sum(x) / len(x), 2) for r, x in sorted(ranks.items())}
     sm_last = torch.tensor([float(end[i].max()) for i in per_sm.values()])
-    busy = {f"{q:.1f}": int((sm_last > q).sum()) for q in torch.linspace(float(end.min()), float(end.max()), 8)}
     head_end = {hh: round(float(end[hh::h].mean()), 2) for hh in range(h)}
     quarter = n_chunks // 4
     chunk_end = [round(float(end.view(n_chunks, h)[i * quarter:(i + 1) * quarter].mean()), 2) for i in range(4)]
     out = {"tokens": n, "ppsm": ppsm, "chunk": chunk, "kernel_us": kernel_us, "programs": int(t.shape[0]),
-           "sms": len(sms),
-           "programs_per_sm": pct(counts.float(), (0, 50, 100)), "start_us": pct(start), "end_us": pct(end),
+           "sms": len(sms), "programs_per_sm": pct(counts.float(), (0, 50, 100)), "start_us": pct(start), "end_us": pct(end),
            "duration_us": pct(dur), "sm_end_spread_us": pct(spread), "sm_last_end_us": pct(sm_last),
-           "end_by_start_rank": by_rank, "sms_busy_after": busy, "end_by_head": head_end,
+           "end_by_start_rank": by_rank, "end_by_head": head_end,
            "end_by_chunk_quarter": chunk_end}
     print(f"{n} tokens, ppsm {ppsm}: {out['programs']} programs of {chunk} tokens on {len(sms)} SMs "
           f"({out['programs_per_sm']} each), {kernel_us:.1f} µs a launch back to back")
     for key in ("start_us", "end_us", "duration_us", "sm_end_spread_us", "sm_last_end_us"):
         print(f"  {key:18s} p0/10/50/90/100 {out[key]}")
     print(f"  end by start rank in SM {by_rank}")
-    print(f"  SMs busy after t {busy}")
     print(f"  end by head {head_end}, by chunk quarter {chunk_end}")
     return out
 

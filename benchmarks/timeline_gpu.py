@@ -42,7 +42,7 @@ def kernel_events(fn, reps: int) -> list[tuple[str, float, float]]:
         torch.cuda.synchronize()
     with tempfile.TemporaryDirectory() as tmp:
         prof.export_chrome_trace(f"{tmp}/trace.json")
-        trace = json.load(open(f"{tmp}/trace.json"))
+        trace = json.loads(Path(tmp, "trace.json").read_text())
     out = [(e["name"], float(e["ts"]), float(e["ts"]) + float(e["dur"])) for e in trace["traceEvents"]
            if e.get("cat") == "kernel" and "sleep" not in e["name"]]
     return sorted(out, key=lambda x: x[1])
