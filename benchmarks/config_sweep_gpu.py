@@ -27,11 +27,10 @@ from typing import Any
 import torch
 import triton
 
-from kernel_diag_gpu import _inputs, graph_ms, kernel_us  # noqa: E402  (benchmarks/ is the script's directory)
+from kernel_diag_gpu import HP, _inputs, graph_ms, kernel_us  # noqa: E402  (benchmarks/ is the script's directory)
 from nalasr_kernels import nala
 
 PASSES = ("fwd_reduce", "fwd_map", "bwd_query", "bwd_key", "combine")
-HP = (3.0, 0.5, 1.0, 1e-6, 0, 0, 100.0)
 
 
 def parse_config(text: str) -> triton.Config:

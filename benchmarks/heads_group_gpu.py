@@ -25,12 +25,10 @@ import torch
 import triton
 import triton.language as tl
 
-from kernel_diag_gpu import H, D, _inputs, graph_ms, kernel_us, rel_err as _rel  # noqa: E402  (benchmarks/)
+from kernel_diag_gpu import H, D, HP, _inputs, graph_ms, kernel_us, rel_err as _rel  # noqa: E402  (benchmarks/)
 from nalasr_kernels import nala
 from nalasr_kernels.nala import (_angle, _chunk, _den, _f16_state, _key_mag, _load_state, _load_tile,
                                  _query_mag_fwd, _sincos_angle, _slab, _store_state, _token_rows)
-
-HP = (3.0, 0.5, 1.0, 1e-6, 0, 0, 100.0)  # λ, τ, α, ε, no RoPE
 
 
 @triton.jit

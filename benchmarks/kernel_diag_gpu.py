@@ -37,6 +37,7 @@ from kernel_testing import rel_err  # noqa: E402,F401  (tests/; heads_group_gpu,
 from nalasr.model import create_model  # noqa: E402
 
 H, D = 4, 16
+HP = (3.0, 0.5, 1.0, 1e-6, 0, 0, 100.0)  # λ, τ, α, ε, no RoPE: nala_forward / nala_backward's hyper-parameters
 
 
 def graph_ms(fn, reps: int = 50) -> float:
@@ -117,10 +118,9 @@ def attention_rows(mods: dict, sizes: list[int], ppsm: list[int], layout: str = 
         for name, mod in mods.items():
             for p in (ppsm if name == "new" else [8]):
                 set_ppsm(mod, p)
-                hp = (3.0, 0.5, 1.0, 1e-6, 0, 0, 100.0)
-                fwd = lambda: mod.nala_forward(q, k, v, *hp)  # noqa: E731
+                fwd = lambda: mod.nala_forward(q, k, v, *HP)  # noqa: E731
                 _, state = fwd()
-                bwd = lambda: mod.nala_backward(do, q, k, v, state, *hp)  # noqa: E731
+                bwd = lambda: mod.nala_backward(do, q, k, v, state, *HP)  # noqa: E731
                 bwd()
                 torch.cuda.synchronize()
                 r = {"tokens": n, "module": name, "ppsm": p, "layout": layout}
@@ -164,11 +164,10 @@ def kernel_us(fn, reps: int = 20) -> dict[str, float]:
 
 def kernel_profile(mod, n: int, layout: str = "qkvg") -> list[dict]:
     q, k, v, do = _inputs(n, layout)
-    hp = (3.0, 0.5, 1.0, 1e-6, 0, 0, 100.0)
 
     def step():
-        _, st = mod.nala_forward(q, k, v, *hp)
-        mod.nala_backward(do, q, k, v, st, *hp)
+        _, st = mod.nala_forward(q, k, v, *HP)
+        mod.nala_backward(do, q, k, v, st, *HP)
 
     for _ in range(3):
         step()

@@ -19,10 +19,9 @@ import json
 import torch
 import triton
 
-from kernel_diag_gpu import H, D, _inputs, graph_ms, kernel_us  # noqa: E402  (benchmarks/ is the script's dir)
+from kernel_diag_gpu import H, D, HP, _inputs, graph_ms, kernel_us  # noqa: E402  (benchmarks/ is the script's dir)
 from nalasr_kernels import nala
 
-HP = (3.0, 0.5, 1.0, 1e-6, 0, 0, 100.0)
 STATE_N = nala._state_size(16, 16)
 
 

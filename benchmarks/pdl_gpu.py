@@ -26,10 +26,9 @@ from unittest import mock
 import torch
 import triton
 
-from kernel_diag_gpu import _inputs, graph_ms, kernel_us, rel_err  # noqa: E402  (benchmarks/ is the script's directory)
+from kernel_diag_gpu import HP, _inputs, graph_ms, kernel_us, rel_err  # noqa: E402  (benchmarks/)
 from nalasr_kernels import nala, nala_rr
 
-HP = (3.0, 0.5, 1.0, 1e-6, 0, 0, 100.0)  # λ, τ, α, ε, no RoPE
 # name: (the reduce's chunk quantum, PDL, static strides, the backward's plans of now)
 VARIANTS = {"before": (256, False, False, False), "plan": (nala_rr.TILE_TOKENS, False, False, False),
             "plan+pdl": (nala_rr.TILE_TOKENS, True, False, False),

@@ -26,10 +26,9 @@ import json
 import torch
 import triton
 
-from kernel_diag_gpu import _inputs, graph_ms, kernel_us, rel_err as rel  # noqa: E402  (benchmarks/ is its directory)
+from kernel_diag_gpu import HP, _inputs, graph_ms, kernel_us, rel_err as rel  # noqa: E402  (benchmarks/)
 from nalasr_kernels import nala, nala_rr
 
-HP = (3.0, 0.5, 1.0, 1e-6, 0, 0, 100.0)  # λ, τ, α, ε, no RoPE
 STATE_N = nala._state_size(16, 16)
 
 

@@ -20,10 +20,8 @@ from unittest import mock
 import torch
 import triton
 
-from kernel_diag_gpu import _inputs, kernel_us  # noqa: E402  (benchmarks/ is the script's directory)
+from kernel_diag_gpu import HP, _inputs, kernel_us  # noqa: E402  (benchmarks/ is the script's directory)
 from nalasr_kernels import nala, nala_rr
-
-HP = (3.0, 0.5, 1.0, 1e-6, 0, 0, 100.0)  # λ, τ, α, ε, no RoPE
 
 
 def rr_state(k, v, ppsm: int, maxnreg: int | None) -> torch.Tensor:

@@ -24,10 +24,8 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "kernels")]
 
-from kernel_diag_gpu import _inputs  # noqa: E402  (benchmarks/, the script's directory)
+from kernel_diag_gpu import HP, _inputs  # noqa: E402  (benchmarks/, the script's directory)
 from nalasr_kernels import nala  # noqa: E402
-
-HP = (3.0, 0.5, 1.0, 1e-6, 0, 0, 100.0)
 
 
 def kernel_events(fn, reps: int) -> list[tuple[str, float, float]]:
