@@ -34,6 +34,17 @@ diag_env() {
   grep -E "^ *(518400|1036800) new|_fwd_reduce_rr" $OUT/diag_$name.tmp | sed "s/^/$name: /" | tee -a $LOG
   rm -f $OUT/diag_$name.tmp
 }
+# ab_old ROUNDS OLD: the attention at 518K and 1M with this tree's kernels and, in the same process, the package copy
+# OLD (kernel_diag_gpu.py --old) ROUNDS times ($OUT/ab_r<round>.json); the figure lines tagged r<round>.
+ab_old() {
+  local round
+  for round in $(seq $1); do
+    timeout 100 python3 benchmarks/kernel_diag_gpu.py --json $OUT/ab_r$round.json --sizes 518400,1036800 --ppsm 8 \
+      --parts attention --old $2 > $OUT/ab.tmp 2>&1; say "ab round $round rc=$?"
+    grep -E "^ *(518400|1036800) (new|old)" $OUT/ab.tmp | sed "s/^/r$round: /" | tee -a $LOG
+  done
+  rm -f $OUT/ab.tmp
+}
 # sweep NAME ARGS...: benchmarks/config_sweep_gpu.py ARGS → $OUT/sweep_NAME.json (150 s at most).
 sweep() {
   local name=$1

@@ -6,12 +6,7 @@
 . benchmarks/device_lib.sh s23f
 check_518k 90
 kernel_tests 300 tests/test_kernels.py
-for round in 1 2; do
-  timeout 100 python3 benchmarks/kernel_diag_gpu.py --json $OUT/ab_r$round.json --sizes 518400,1036800 --ppsm 8 \
-    --parts attention --old benchmarks/_old_kernels/nalasr_kernels > $OUT/ab.tmp 2>&1; say "ab round $round rc=$?"
-  grep -E "^ *(518400|1036800) (new|old)" $OUT/ab.tmp | sed "s/^/r$round: /" | tee -a $LOG
-done
-rm -f $OUT/ab.tmp
+ab_old 2 benchmarks/_old_kernels/nalasr_kernels
 diag_env final NALASR_BWD_F16=1
 timeout 60 python3 benchmarks/timeline_gpu.py --json $OUT/timeline.json >> $LOG 2>&1; say "timeline rc=$?"
 grep -E "span|→" $LOG | head -16

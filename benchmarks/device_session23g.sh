@@ -4,12 +4,7 @@
 # tests; the attention table (benchmarks/results/attention_float16.*, with the training step).
 . benchmarks/device_lib.sh s23g
 timeout 60 python3 -m pytest -q -rf -p no:cacheprovider tests/test_kernels.py -k "stamps or plans" >> $LOG 2>&1; say "stamp tests rc=$?"
-for round in 1 2; do
-  timeout 100 python3 benchmarks/kernel_diag_gpu.py --json $OUT/ab_r$round.json --sizes 518400,1036800 --ppsm 8 \
-    --parts attention --old benchmarks/_old_kernels/nalasr_kernels > $OUT/ab.tmp 2>&1; say "ab round $round rc=$?"
-  grep -E "^ *(518400|1036800) (new|old)" $OUT/ab.tmp | sed "s/^/r$round: /" | tee -a $LOG
-done
-rm -f $OUT/ab.tmp
+ab_old 2 benchmarks/_old_kernels/nalasr_kernels
 timeout 200 python3 benchmarks/attention.py --out $OUT --heads 4x16 --budget-s 100 >> $LOG 2>&1; say "table rc=$?"
 grep -E "rc=|passed|failed" $LOG | tail -8
 grep -E "518400|train" $LOG | grep -E "triton-fwd-graph|triton-fwd\+bwd-graph|train" | head -6
