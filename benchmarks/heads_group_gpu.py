@@ -27,7 +27,7 @@ import triton.language as tl
 
 from kernel_diag_gpu import H, D, HP, _inputs, graph_ms, kernel_us, rel_err as _rel  # noqa: E402  (benchmarks/)
 from nalasr_kernels import nala
-from nalasr_kernels.nala import (_angle, _chunk, _den, _f16_state, _key_mag, _load_state, _load_tile,
+from nalasr_kernels.nala import (_angle, _chunk, _den, _f16_state, _key_mag, _load_state, _load_tile, _log2,
                                  _query_mag_fwd, _sincos_angle, _slab, _store_state, _token_rows)
 
 
@@ -37,8 +37,9 @@ def _map_tile(x, s_c, s_s, z_c, z_s, up, alpha, lam, tau, eps, APPROX: tl.conste
     x = x.to(tl.float32)
     ss = tl.sum(x * x, axis=1)
     r = tl.rsqrt(ss + 1e-12)
-    m = _query_mag_fwd(x, r, ss * r, lam, tau, APPROX)
-    u, uc = _angle(x * (alpha * r)[:, None], APPROX, CLAMP)
+    xa = x * (alpha * r)[:, None]
+    m = _query_mag_fwd(xa, ss * r, lam, tau, _log2(tl.abs(alpha)), APPROX)
+    u, uc = _angle(xa, APPROX, CLAMP)
     c, s = _sincos_angle(uc, APPROX, SIN5=True)
     mc = m * c
     ms = m * s

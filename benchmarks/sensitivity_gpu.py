@@ -59,8 +59,8 @@ def _cheap_key_mag(x, x2, lam, LAM_INT: tl.constexpr):
 
 
 @triton.jit
-def _cheap_query_mag(x, r, nrm, lam, tau, APPROX: tl.constexpr):
-    return x * r[:, None]
+def _cheap_query_mag(xa, nrm, lam, tau, lga, APPROX: tl.constexpr):
+    return xa
 
 
 @triton.jit

@@ -543,6 +543,14 @@ def test_clamp_rule(nala):
     assert [nala._clamp(a) for a in (1.0, 4.0, -4.0, 4.01, -20.0, 0.0)] == [False, False, False, True, True, False]
 
 
+def test_fastmag_rule(nala):
+    """The map's m_q from α·dir (nala._query_mag_fwd) only with approximate math, λτ ≥ 1.5 and |α| within
+    2^-20 .. 2^20, where log2|α| is finite and α·dir keeps what |dir|^p needs (α = 0 takes the other path)."""
+    ok = [nala._fastmag(True, 3.0, 0.5, a) for a in (1.0, -20.0, 2.0**-20, 2.0**20, 0.0, 2.0**-21, 2.0**21)]
+    assert ok == [True, True, True, True, False, False, False]
+    assert not nala._fastmag(False, 3.0, 0.5, 1.0) and not nala._fastmag(True, 2.0, 0.5, 1.0)
+
+
 @pytest.mark.parametrize("name", ["BWD_QUERY", "BWD_KEY"])
 def test_eye_switches(monkeypatch, nala, name):
     """NALASR_EYE_BWD_QUERY / _BWD_KEY: on for 16-bit tiles unless set to 0, never for float32 (the t·I product

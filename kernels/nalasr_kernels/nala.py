@@ -381,13 +381,17 @@ def _query_mag(dirn, nrm, lam, tau, APPROX: tl.constexpr, MPOW: tl.constexpr = F
 
 
 @triton.jit
-def _query_mag_fwd(x, r, nrm, lam, tau, APPROX: tl.constexpr):
-    """m_q = |dir|^p as 2^(p·log2|x| + p·log2 r): no dir, no masks; for the forward map of 16-bit inputs when
-    λτ ≥ 1.5 (FASTMAG; float32 inputs keep _query_mag, see _sincos_angle).
-    x = 0 gives log2 0 = −inf and m = 0 (p > 0). A subnormal x may flush to 0 in the approximate log2: then
-    |dir| < 2^-126·10^6 (r ≤ 10^6) and |dir|^p < 2^-159 at p ≥ 1.5, which is 0 in float32 as well."""
+def _query_mag_fwd(xa, nrm, lam, tau, lga, APPROX: tl.constexpr):
+    """m_q = |dir|^p as 2^(p·log2|xa| − p·lga) from xa = α·dir (the angle's input) and lga = log2|α|: no dir, no
+    masks, and no log2 a token; for the forward map of 16-bit inputs when λτ ≥ 1.5 and α is in _FASTMAG_ALPHA
+    (FASTMAG, see _fastmag; float32 inputs keep _query_mag, see _sincos_angle). Against 2^(p·log2|x| + p·log2 r)
+    (sessions 15-23): offline sm_90 444 → 439 loop instructions, 56 → 54 MUFU ops a warp and tile; on the H200
+    (three A/B rounds in one process) the forward at 1M 0.2103-0.2126 against 0.2129-0.2141 ms, at 518K unchanged
+    (0.1115-0.1120 against 0.1109-0.1122; benchmarks/results/h200/session24/call4).
+    xa = 0 gives log2 0 = −inf and m = 0 (p > 0). A subnormal xa may flush to 0 in the approximate log2: then
+    |dir| < 2^-126·2^20 (|α| ≥ 2^-20) and |dir|^p < 2^-159 at p ≥ 1.5, which is 0 in float32 as well."""
     p = lam * (tau + _tanh(nrm, APPROX))
-    return tl.exp2(p[:, None] * _log2(tl.abs(x)) + (p * _log2(r))[:, None])
+    return tl.exp2(p[:, None] * _log2(tl.abs(xa)) - (p * lga)[:, None])
 
 
 @triton.jit
@@ -684,6 +688,8 @@ def _fwd_map(
         s_c, s_s, up = _f16_state(s_c, s_s)
     else:
         up = 1.0
+    if FASTMAG:
+        lga = _log2(tl.abs(alpha))
     for n0 in tl.range(start, end, BLOCK_N):
         offs_n, nmask, rows = _token_rows(n0, end, BLOCK_N, OFFS64)
         x = x_next.to(tl.float32)
@@ -691,8 +697,9 @@ def _fwd_map(
         ss = tl.sum(x * x, axis=1)
         r = tl.rsqrt(ss + 1e-12)
         if FASTMAG:  # 4 operations an element fewer (see _query_mag_fwd)
-            m = _query_mag_fwd(x, r, ss * r, lam, tau, APPROX)
-            u, uc = _angle(x * (alpha * r)[:, None], APPROX, CLAMP)
+            xa = x * (alpha * r)[:, None]
+            m = _query_mag_fwd(xa, ss * r, lam, tau, lga, APPROX)
+            u, uc = _angle(xa, APPROX, CLAMP)
         else:
             dirn = x * r[:, None]
             tn, p, l2, m, _ = _query_mag(dirn, ss * r, lam, tau, APPROX)
@@ -1130,6 +1137,15 @@ def _pdl(device: torch.device) -> bool:
     return _cuda_props(device).major >= 9
 
 
+_FASTMAG_ALPHA = (2.0**-20, 2.0**20)  # |α| where xa = α·dir keeps |dir|^p (see _query_mag_fwd)
+
+
+def _fastmag(approx: bool, lam: float, tau: float, alpha: float) -> bool:
+    """Whether the map takes m_q from _query_mag_fwd: approximate math (16-bit inputs), λτ ≥ 1.5 (p ≥ 1.5: a flushed
+    subnormal leaves an m that is 0 in float32 anyway) and |α| in _FASTMAG_ALPHA (log2|α| finite and xa normal)."""
+    return approx and lam * tau >= 1.5 and _FASTMAG_ALPHA[0] <= abs(alpha) <= _FASTMAG_ALPHA[1]
+
+
 def _pdl_kw(pdl: bool) -> dict:
     """Launch options of a kernel that waits for the one before (only given when set: older Tritons lack it)."""
     return {"launch_pdl": True} if pdl else {}
@@ -1415,7 +1431,8 @@ def nala_forward(q: Tensor, k: Tensor, v: Tensor, lam: float, tau: float, alpha:
                 q, state, freq, o, n, max(rope_w, 1), h, chunk, bucket,
                 *q.stride(), *o.stride(), float(alpha), float(lam), float(tau), float(eps),
                 D=d, DV=dv, BD=bd, BDV=bdv, ROPE=rope, PREC=prec, APPROX=approx, OFFS64=_offs64(n, q, o),
-                FASTMAG=approx and lam * tau >= 1.5, F16=_map_f16(prec, rope), CLAMP=clamp, PDL=pdl, **_pdl_kw(pdl))
+                FASTMAG=_fastmag(approx, lam, tau, alpha), F16=_map_f16(prec, rope), CLAMP=clamp, PDL=pdl,
+                **_pdl_kw(pdl))
     return o, state
 
 
