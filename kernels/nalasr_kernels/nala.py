@@ -386,8 +386,8 @@ def _query_mag_fwd(xa, nrm, lam, tau, lga, APPROX: tl.constexpr):
     masks, and no log2 a token; for the forward map of 16-bit inputs when λτ ≥ 1.5 and α is in _FASTMAG_ALPHA
     (FASTMAG, see _fastmag; float32 inputs keep _query_mag, see _sincos_angle). Against 2^(p·log2|x| + p·log2 r)
     (sessions 15-23): offline sm_90 444 → 439 loop instructions, 56 → 54 MUFU ops a warp and tile; on the H200
-    (three A/B rounds in one process) the forward at 1M 0.2103-0.2126 against 0.2129-0.2141 ms, at 518K unchanged
-    (0.1115-0.1120 against 0.1109-0.1122; benchmarks/results/h200/session24/call4).
+    (five A/B rounds in one process, two calls) the forward at 1M 0.2103-0.2158 against 0.2129-0.2160 ms, each round
+    faster, at 518K unchanged (0.1115-0.1120 against 0.1109-0.1122; benchmarks/results/h200/session24/call4-5).
     xa = 0 gives log2 0 = −inf and m = 0 (p > 0). A subnormal xa may flush to 0 in the approximate log2: then
     |dir| < 2^-126·2^20 (|α| ≥ 2^-20) and |dir|^p < 2^-159 at p ≥ 1.5, which is 0 in float32 as well."""
     p = lam * (tau + _tanh(nrm, APPROX))
