@@ -427,17 +427,17 @@ def _rope_angle(offs_n, W, freq, offs_d, HALF: tl.constexpr):
 
 
 @triton.jit
-def _dtanh(u, ka, APPROX: tl.constexpr):
-    """ka·(1 − u²), u = tanh(·): θ's derivative through the angle's tanh, times ka = (π/4)·α (and a unit). APPROX
-    (16-bit inputs): ka − ka·u², one FFMA on the u² the sine and cosine formed (offline sm_90: _bwd_query 613 → 605,
-    _bwd_key 411 → 401 loop instructions); its rounding of u² costs 1 − u² at most 2^-24 absolute, far below
-    tanh.approx's 2^-11 in u. On the H200 (two A/B rounds in one process) the backward at 518K 0.2656-0.2662 against
-    0.2682-0.2685 ms, at 1M 0.5257-0.5262 against 0.5282-0.5309 (benchmarks/results/h200/session24/call7). Float32
-    inputs keep 1 − u·u in one fused step."""
+def _dtanh(dth, u, ka, APPROX: tl.constexpr):
+    """∂L/∂dir's angle part, dth·ka·(1 − u²), from ∂L/∂θ (u = tanh(α·dir), ka = (π/4)·α and the caller's unit).
+    APPROX (16-bit inputs): ka − ka·u², one FFMA on the u² the sine and cosine formed (offline sm_90: _bwd_query
+    613 → 605, _bwd_key 411 → 401 loop instructions); its rounding of u² costs 1 − u² at most 2^-24 absolute, far
+    below tanh.approx's 2^-11 in u. On the H200 (two A/B rounds in one process) the backward at 518K 0.2656-0.2662
+    against 0.2682-0.2685 ms, at 1M 0.5257-0.5262 against 0.5282-0.5309 (benchmarks/results/h200/session24/call7).
+    Float32 inputs keep (dth·ka)·(1 − u·u) with the fused 1 − u·u, as before."""
     if APPROX:
-        return ka - ka * (u * u)
+        return dth * (ka - ka * (u * u))
     else:
-        return ka * (1.0 - u * u)
+        return dth * ka * (1.0 - u * u)
 
 
 @triton.jit
@@ -851,7 +851,7 @@ def _bwd_query(
         # ---- θ = clamp((π/4)·tanh(α·dir)) and m = |dir|^p → ∂L/∂dir, ∂L/∂p
         if CLAMP:
             dth = tl.where(tl.abs(u) <= _U_MAX, dth, 0.0)
-        ddir = dth * _dtanh(u, 0.7853981633974483 * alpha, APPROX)
+        ddir = _dtanh(dth, u, 0.7853981633974483 * alpha, APPROX)
         if MPOW:  # m/dir = sign(dir)·mo (mo ≥ 0 takes dir's sign bit: one LOP3, no compare and select)
             mos = (mo.to(tl.int32, bitcast=True) | (dirn.to(tl.int32, bitcast=True) & -2147483648)).to(
                 tl.float32, bitcast=True)
@@ -962,7 +962,7 @@ def _bwd_key(
         dm, dth = _feature_grad_angle(m, c, s, c2, s2, gc, gs, gc2, gs2, ROPE)
         if CLAMP:
             dth = tl.where(tl.abs(u) <= _U_MAX, dth, 0.0)
-        ddir = dth * _dtanh(u, 0.7853981633974483 * alpha * g_unit, APPROX)
+        ddir = _dtanh(dth, u, 0.7853981633974483 * alpha * g_unit, APPROX)
         proj = tl.sum(ddir * dirn, axis=1)
         dx = r[:, None] * (ddir - dirn * proj[:, None]) + dm * _key_mag_grad(x, lam, LAM_INT, g_unit)
         tl.store(dk_base + rows[:, None] * sdk_n + offs_d[None, :] * sdk_d, dx.to(DK.dtype.element_ty), mask=mask_d)
