@@ -32,13 +32,14 @@ from nalasr_kernels.nala import (_angle, _chunk, _den, _f16_state, _key_mag, _lo
 
 
 @triton.jit
-def _map_tile(x, s_c, s_s, z_c, z_s, up, alpha, lam, tau, eps, APPROX: tl.constexpr, CLAMP: tl.constexpr):
-    """_fwd_map's body for one (BLOCK_N, BD) 16-bit tile (FASTMAG, F16, no RoPE) → o in float32."""
+def _map_tile(x, s_c, s_s, z_c, z_s, up, alpha, lga, lam, tau, eps, APPROX: tl.constexpr, CLAMP: tl.constexpr):
+    """_fwd_map's body for one (BLOCK_N, BD) 16-bit tile (FASTMAG, F16, no RoPE) → o in float32; lga = log2|α|,
+    formed once a program as _fwd_map does."""
     x = x.to(tl.float32)
     ss = tl.sum(x * x, axis=1)
     r = tl.rsqrt(ss + 1e-12)
     xa = x * (alpha * r)[:, None]
-    m = _query_mag_fwd(xa, ss * r, lam, tau, _log2(tl.abs(alpha)), APPROX)
+    m = _query_mag_fwd(xa, ss * r, lam, tau, lga, APPROX)
     u, uc = _angle(xa, APPROX, CLAMP)
     c, s = _sincos_angle(uc, APPROX, SIN5=True)
     mc = m * c
@@ -85,6 +86,7 @@ def _fwd_map_hg(Q, STATE, O, N, H, CHUNK, sq_b, sq_n, sq_h, sq_d, so_b, so_n, so
         ob3 = _slab(O, pid_b, h0 + 3, so_b, so_h)
         sc3, ss3, zc3, zs3, up3 = _head_state(STATE, pid_b * H + h0 + 3, BD, BDV)
         x3n = _load_tile(qb3, start, end, sq_n, offs_d, sq_d, dmask, BLOCK_N, False)
+    lga = _log2(tl.abs(alpha))
     for n0 in tl.range(start, end, BLOCK_N):
         offs_n, nmask, rows = _token_rows(n0, end, BLOCK_N, False)
         omask = nmask[:, None] & dmask[None, :]
@@ -99,15 +101,15 @@ def _fwd_map_hg(Q, STATE, O, N, H, CHUNK, sq_b, sq_n, sq_h, sq_d, so_b, so_n, so
             x2n = _load_tile(qb2, n0 + BLOCK_N, end, sq_n, offs_d, sq_d, dmask, BLOCK_N, False)
             x3 = x3n
             x3n = _load_tile(qb3, n0 + BLOCK_N, end, sq_n, offs_d, sq_d, dmask, BLOCK_N, False)
-        o = _map_tile(x0, sc0, ss0, zc0, zs0, up0, alpha, lam, tau, eps, APPROX, CLAMP)
+        o = _map_tile(x0, sc0, ss0, zc0, zs0, up0, alpha, lga, lam, tau, eps, APPROX, CLAMP)
         tl.store(ob0 + optr, o.to(O.dtype.element_ty), mask=omask)
         if HPP > 1:
-            o = _map_tile(x1, sc1, ss1, zc1, zs1, up1, alpha, lam, tau, eps, APPROX, CLAMP)
+            o = _map_tile(x1, sc1, ss1, zc1, zs1, up1, alpha, lga, lam, tau, eps, APPROX, CLAMP)
             tl.store(ob1 + optr, o.to(O.dtype.element_ty), mask=omask)
         if HPP > 2:
-            o = _map_tile(x2, sc2, ss2, zc2, zs2, up2, alpha, lam, tau, eps, APPROX, CLAMP)
+            o = _map_tile(x2, sc2, ss2, zc2, zs2, up2, alpha, lga, lam, tau, eps, APPROX, CLAMP)
             tl.store(ob2 + optr, o.to(O.dtype.element_ty), mask=omask)
-            o = _map_tile(x3, sc3, ss3, zc3, zs3, up3, alpha, lam, tau, eps, APPROX, CLAMP)
+            o = _map_tile(x3, sc3, ss3, zc3, zs3, up3, alpha, lga, lam, tau, eps, APPROX, CLAMP)
             tl.store(ob3 + optr, o.to(O.dtype.element_ty), mask=omask)
 
 

@@ -27,7 +27,8 @@ from nalasr_kernels import nala, nala_rr  # noqa: E402
 
 
 def pct(x: torch.Tensor, qs=(0, 10, 50, 90, 100)) -> list[float]:
-    return [round(float(torch.quantile(x.double(), q / 100)), 2) for q in qs]
+    """The percentiles qs of x, rounded to 0.01 ([] for an empty x)."""
+    return [round(float(torch.quantile(x.double(), q / 100)), 2) for q in qs] if len(x) else []
 
 
 def run(n: int, ppsm: int, reps: int) -> dict:
