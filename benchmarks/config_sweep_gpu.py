@@ -93,7 +93,9 @@ def main() -> None:
            "bwd_query": ("_bwd_query", "_combine"), "bwd_key": ("_bwd_key",)}[a.pas]
     var, values = (a.env.split("=", 1)[0], a.env.split("=", 1)[1].split(",")) if a.env else (None, [None])
     plain, tuned_name = getattr(nala, f"_{a.pas}"), f"_{a.pas}_tuned"
-    default_tuned, default_ppsm = getattr(nala, tuned_name), nala._PROGRAMS_PER_SM[a.pas]
+    # the map's plan has its own programs per SM with HALF2 (nala._map_half2): a sweep of the pass sets both
+    ppsm_keys = ("fwd_map", "fwd_map_half2") if a.pas == "fwd_map" else (a.pas,)
+    default_tuned, default_ppsm = getattr(nala, tuned_name), {k: nala._PROGRAMS_PER_SM[k] for k in ppsm_keys}
     rows, regs = [], {}
     quantum_name = f"_{a.pas.upper()}_QUANTUM"
     default_quantum = getattr(nala, quantum_name, None)
@@ -103,7 +105,7 @@ def main() -> None:
             setattr(nala, quantum_name, quantum)
         tuned = nala._tuned(plain, [parse_config(text)], 1 << 20, default_tuned.keys)
         setattr(nala, tuned_name, tuned)
-        nala._PROGRAMS_PER_SM[a.pas] = int(ppsm)
+        nala._PROGRAMS_PER_SM.update({k: int(ppsm) for k in ppsm_keys})
         if var:
             os.environ[var] = value
         r = {"pass": a.pas, "config": text, "ppsm": int(ppsm), "env": f"{var}={value}" if var else "",
@@ -129,7 +131,7 @@ def main() -> None:
             print(f"{a.pas} {text} ppsm {ppsm} {r['env']}: {r['error']}", flush=True)
         rows.append(r)
     setattr(nala, tuned_name, default_tuned)
-    nala._PROGRAMS_PER_SM[a.pas] = default_ppsm
+    nala._PROGRAMS_PER_SM.update(default_ppsm)
     if default_quantum is not None:
         setattr(nala, quantum_name, default_quantum)
     a.json.parent.mkdir(parents=True, exist_ok=True)

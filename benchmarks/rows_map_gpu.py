@@ -1,6 +1,6 @@
 """Issue 5 prototype: the forward map with one program for all heads of its tokens, o stored as whole 128-byte rows.
 
-    PYTHONPATH=.:kernels python benchmarks/rows_map_gpu.py --json OUT.json [--tokens 518400] [--configs 32x2,...]
+    PYTHONPATH=.:kernels python benchmarks/rows_map_gpu.py --json OUT.json [--tokens 518400] [--configs 32x1x4x1,...]
     TRITON_INTERPRET=1 PYTHONPATH=.:kernels python benchmarks/rows_map_gpu.py --interpret   # CPU parity check
 
 Why (benchmarks/results/h200/session19/call4, rows_floor_gpu.py): the map's traffic alone takes 44.9 µs at 518K when
@@ -9,6 +9,12 @@ and 35.1 µs when a store writes whole rows; loads do not care (the reduce's tra
 map computes each head as ``_fwd_map`` does (heads_group_gpu._map_tile: _fwd_map's loop body), joins the four
 (BLOCK_N, 16) outputs into (BLOCK_N, 64) and stores that once. The model's case only:
 H = 4, D = Dv = 16, 16-bit q, o contiguous (B, N, 4, 16), no RoPE, λτ ≥ 1.5 (FASTMAG).
+
+A config is BLOCK_NxWARPSxHEADSxHALF2: HEADS 2 stores half rows (64 bytes); HALF2 1 computes each head as HALF2 does
+(nala._map_tile_h2, float16 features; float16 q only), 0 with float32 features. Session 19 (float32 features, before
+they shrank): 67.8 µs at best for four heads, 59.5 for two, against the landed map's 56.1-56.4. Session 25 (call 2):
+with HALF2 tiles four heads take 61.1-72.9 µs, two heads 54.4 at best in the model's layout (qkvg) and 49.1 with
+dense q, against the landed HALF2 map's 53.4 and 51.9: no gain where the model runs.
 """
 
 from __future__ import annotations
@@ -22,13 +28,38 @@ import triton
 import triton.language as tl
 
 from heads_group_gpu import HP, _head_state, _map_tile  # noqa: E402  (benchmarks/ is the script's directory)
-from nalasr_kernels import nala
-from nalasr_kernels.nala import _load_tile, _slab, _token_rows
+from nalasr_kernels import half2, nala
+from nalasr_kernels.nala import _load_tile, _log2, _map_tile_h2, _slab, _token_rows, _z_mats
+
+
+@triton.jit
+def _head(STATE, bh, eps, HALF2: tl.constexpr):
+    """One head's map operands: S halves (float16), z (vectors, or HALF2's matrices), the output factor and ε."""
+    s_c, s_s, z_c, z_s, up = _head_state(STATE, bh, 16, 16)
+    if HALF2:
+        z_c, z_s, zd = _z_mats(z_c, z_s, 16, 16)
+        up = up * zd
+        eps = eps * zd
+    return s_c, s_s, z_c, z_s, up, eps
+
+
+@triton.jit
+def _tile(x, s_c, s_s, z_c, z_s, up, eps, alpha, lga, lam, tau, APPROX: tl.constexpr, CLAMP: tl.constexpr,
+          HALF2: tl.constexpr):
+    """o (BLOCK_N, 16) float32 of one head's query tile x: _fwd_map's loop body, float32 or HALF2 features."""
+    if HALF2:
+        xf = x.to(tl.float32)
+        ss = tl.sum(xf * xf, axis=1)
+        num, den = _map_tile_h2(xf, ss, tl.rsqrt(ss + 1e-12), s_c, s_s, z_c, z_s, alpha, lga, lam, tau, APPROX)
+        return num * (up * half2._rcp(den + eps))[:, None]
+    else:
+        return _map_tile(x, s_c, s_s, z_c, z_s, up, alpha, lga, lam, tau, eps, APPROX, CLAMP)
 
 
 @triton.jit
 def _fwd_map_rows(Q, STATE, O, N, CHUNK, sq_b, sq_n, sq_h, so_b, so_n, alpha, lam, tau, eps,
-                  APPROX: tl.constexpr, CLAMP: tl.constexpr, BLOCK_N: tl.constexpr, HEADS: tl.constexpr):
+                  APPROX: tl.constexpr, CLAMP: tl.constexpr, BLOCK_N: tl.constexpr, HEADS: tl.constexpr,
+                  HALF2: tl.constexpr):
     """Queries [chunk] of batch b, HEADS (2 or 4) adjacent heads from HEADS·program_id(1) on: o (BLOCK_N, 16·HEADS)
     a tile, heads adjacent as in O's rows (heads 2, 3 computed on 0, 1's tiles when HEADS = 2, and not stored)."""
     pid_c = tl.program_id(0)
@@ -36,22 +67,23 @@ def _fwd_map_rows(Q, STATE, O, N, CHUNK, sq_b, sq_n, sq_h, so_b, so_n, alpha, la
     pid_b = tl.program_id(2)
     offs_d = tl.arange(0, 16)
     dmask = offs_d < 16
-    sc0, ss0, zc0, zs0, up0 = _head_state(STATE, pid_b * 4 + h0, 16, 16)
-    sc1, ss1, zc1, zs1, up1 = _head_state(STATE, pid_b * 4 + h0 + 1, 16, 16)
+    sc0, ss0, zc0, zs0, up0, ep0 = _head(STATE, pid_b * 4 + h0, eps, HALF2)
+    sc1, ss1, zc1, zs1, up1, ep1 = _head(STATE, pid_b * 4 + h0 + 1, eps, HALF2)
     qb0 = _slab(Q, pid_b, h0, sq_b, sq_h)
     qb1 = qb0 + sq_h
     if HEADS == 4:
-        sc2, ss2, zc2, zs2, up2 = _head_state(STATE, pid_b * 4 + 2, 16, 16)
-        sc3, ss3, zc3, zs3, up3 = _head_state(STATE, pid_b * 4 + 3, 16, 16)
+        sc2, ss2, zc2, zs2, up2, ep2 = _head(STATE, pid_b * 4 + 2, eps, HALF2)
+        sc3, ss3, zc3, zs3, up3, ep3 = _head(STATE, pid_b * 4 + 3, eps, HALF2)
         qb2 = qb1 + sq_h
         qb3 = qb2 + sq_h
     else:
-        sc2, ss2, zc2, zs2, up2 = sc0, ss0, zc0, zs0, up0
-        sc3, ss3, zc3, zs3, up3 = sc1, ss1, zc1, zs1, up1
+        sc2, ss2, zc2, zs2, up2, ep2 = sc0, ss0, zc0, zs0, up0, ep0
+        sc3, ss3, zc3, zs3, up3, ep3 = sc1, ss1, zc1, zs1, up1, ep1
         qb2 = qb0
         qb3 = qb1
     o_base = O + pid_b.to(tl.int64) * so_b + h0 * 16
     offs_o = tl.arange(0, 16 * HEADS)
+    lga = _log2(tl.abs(alpha))
     start = pid_c * CHUNK
     end = tl.minimum(start + CHUNK, N)
     x0n = _load_tile(qb0, start, end, sq_n, offs_d, 1, dmask, BLOCK_N, False)
@@ -69,13 +101,17 @@ def _fwd_map_rows(Q, STATE, O, N, CHUNK, sq_b, sq_n, sq_h, so_b, so_n, alpha, la
         x3 = x3n
         x0n = _load_tile(qb0, n0 + BLOCK_N, end, sq_n, offs_d, 1, dmask, BLOCK_N, False)
         x1n = _load_tile(qb1, n0 + BLOCK_N, end, sq_n, offs_d, 1, dmask, BLOCK_N, False)
-        o0 = _map_tile(x0, sc0, ss0, zc0, zs0, up0, alpha, lam, tau, eps, APPROX, CLAMP)
-        o1 = _map_tile(x1, sc1, ss1, zc1, zs1, up1, alpha, lam, tau, eps, APPROX, CLAMP)
+        o0 = _tile(x0, sc0, ss0, zc0, zs0, up0, ep0, alpha, lga, lam, tau, APPROX, CLAMP,
+                       HALF2).to(O.dtype.element_ty)
+        o1 = _tile(x1, sc1, ss1, zc1, zs1, up1, ep1, alpha, lga, lam, tau, APPROX, CLAMP,
+                       HALF2).to(O.dtype.element_ty)
         if HEADS == 4:
             x2n = _load_tile(qb2, n0 + BLOCK_N, end, sq_n, offs_d, 1, dmask, BLOCK_N, False)
             x3n = _load_tile(qb3, n0 + BLOCK_N, end, sq_n, offs_d, 1, dmask, BLOCK_N, False)
-            o2 = _map_tile(x2, sc2, ss2, zc2, zs2, up2, alpha, lam, tau, eps, APPROX, CLAMP)
-            o3 = _map_tile(x3, sc3, ss3, zc3, zs3, up3, alpha, lam, tau, eps, APPROX, CLAMP)
+            o2 = _tile(x2, sc2, ss2, zc2, zs2, up2, ep2, alpha, lga, lam, tau, APPROX, CLAMP,
+                       HALF2).to(O.dtype.element_ty)
+            o3 = _tile(x3, sc3, ss3, zc3, zs3, up3, ep3, alpha, lga, lam, tau, APPROX, CLAMP,
+                       HALF2).to(O.dtype.element_ty)
             # [n, d, a, b] = head 2b + a → (n, b, a, d) → column 16·(2b + a) + d
             o = tl.join(tl.join(o0, o1), tl.join(o2, o3))
             o = tl.reshape(tl.permute(o, (0, 3, 2, 1)), (BLOCK_N, 64))
@@ -85,7 +121,7 @@ def _fwd_map_rows(Q, STATE, O, N, CHUNK, sq_b, sq_n, sq_h, so_b, so_n, alpha, la
 
 
 def rows_map(q: torch.Tensor, state: torch.Tensor, o: torch.Tensor, block_n: int, warps: int, ppsm: int,
-             heads: int = 4) -> None:
+             heads: int = 4, half: bool = False) -> None:
     """o (B, N, 4, 16) contiguous from q (B, N, 4, 16) token-major and the combined state (B, 4, 544)."""
     b, n, h, d = q.shape
     assert h == 4 and d == 16 and o.is_contiguous() and q.stride(3) == 1
@@ -95,7 +131,7 @@ def rows_map(q: torch.Tensor, state: torch.Tensor, o: torch.Tensor, block_n: int
     lam, tau, alpha, eps = HP[0], HP[1], HP[2], HP[3]
     _fwd_map_rows[(n_chunks, 4 // heads, b)](q, state, o, n, chunk, q.stride(0), q.stride(1), q.stride(2), o.stride(0),
                                  o.stride(1), alpha, lam, tau, eps, APPROX=True, CLAMP=False, BLOCK_N=block_n,
-                                 HEADS=heads, num_warps=warps)
+                                 HEADS=heads, HALF2=half, num_warps=warps)
 
 
 def _check_cpu() -> None:
@@ -104,11 +140,13 @@ def _check_cpu() -> None:
         q, k, v = (x[..., 4 * i:4 * i + 4, :] for i in range(3))  # qkvg-like views, head stride 16
         k, v = k.contiguous(), v.contiguous()
         ref, state = nala.nala_forward(q, k, v, *HP)
-        for heads in (2, 4):
+        for heads, half in ((2, False), (4, False), (2, True), (4, True)):
+            if half and dtype != torch.float16:
+                continue
             o = torch.full_like(ref, float("nan"))
-            rows_map(q, state, o, 16, 1, 1, heads)
+            rows_map(q, state, o, 16, 1, 1, heads, half)
             rel = float((o.float() - ref.float()).norm() / ref.float().norm())
-            print(f"{dtype} B{b} N{n} heads {heads}: rel {rel:.2e}, NaN {bool(o.isnan().any())}")
+            print(f"{dtype} B{b} N{n} heads {heads} half2 {half}: rel {rel:.2e}, NaN {bool(o.isnan().any())}")
             assert rel < 2e-3 and not o.isnan().any()
 
 
@@ -116,7 +154,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--tokens", type=int, default=518_400)
     ap.add_argument("--json")
-    ap.add_argument("--configs", default="16x1,32x1,32x2,64x2,64x4", help="BLOCK_NxWARPSxHEADS (HEADS 4 if left out)")
+    ap.add_argument("--configs", default="16x1,32x1,32x2,64x2,64x4",
+                    help="BLOCK_NxWARPSxHEADSxHALF2 (HEADS 4 and HALF2 0 if left out)")
     ap.add_argument("--ppsm", default="8,16,32")
     ap.add_argument("--interpret", action="store_true")
     a = ap.parse_args()
@@ -135,11 +174,11 @@ def main() -> None:
                      "forward_ms": graph_ms(lambda: nala.nala_forward(q, k, v, *HP))})
         print(json.dumps(rows[-1]), flush=True)
         for cfg in a.configs.split(","):
-            bn, warps, heads = ([int(x) for x in cfg.split("x")] + [4])[:3]
+            bn, warps, heads, half = ([int(x) for x in cfg.split("x")] + [4, 0][len(cfg.split("x")) - 2:])[:4]
             for ppsm in (int(p) for p in a.ppsm.split(",")):
                 o = torch.full_like(ref, float("nan"))
                 try:
-                    fn = lambda: rows_map(q, state, o, bn, warps, ppsm, heads)  # noqa: E731
+                    fn = lambda: rows_map(q, state, o, bn, warps, ppsm, heads, bool(half))  # noqa: E731
                     fn()
                     rel = float((o.float() - ref.float()).norm() / ref.float().norm())
                     t = kernel_us(fn)["_fwd_map_rows"]

@@ -50,6 +50,13 @@ SWITCH_TOL = {"float16": 1e-4, "float32": 1e-5}
 # inputs: 3.6e-4 with it, 8.1e-4 without, 9.1e-4 apart; the gradients do not change. S scaled by the wrong power
 # of two is off by ≥ 50%.
 MAP_F16_TOL = 2e-3
+# NALASR_MAP_HALF2 forms φq in float16 pairs (nalasr_kernels.half2): three float16 roundings of φq's halves (m, the
+# angle polynomial, their product) where float32 features took one, and den from float16 products. batch3's output
+# moves by 3.8e-4 in the interpreter and 3.9e-4 on the H200 (benchmarks/switch_errors.py, session 25 call 3), its
+# gradients not at all (the backward is unchanged); against the float64 reference the fp16 output at 518K went from
+# 3.81e-4 to 3.90e-4 (gpu_kernels_check.py). A pair of elements mixed up between tokens or dims, or z scaled by the
+# wrong power of two, is off by O(1).
+MAP_HALF2_TOL = 1e-3
 # NALASR_BWD_DZACC sums dz's terms in float32 instead of tf32 products: in the interpreter with the GPU's tf32
 # truncation, batch3's gradient moves by 1.5e-4 in fp16 (output rounding flips) and 2.9e-8 in fp32, and the gradients'
 # errors against the float64 reference stay the same to three digits in every 16-bit case; a dz summed over the
@@ -287,6 +294,7 @@ def run_extras(device: str) -> dict:
         for dtype in ("float16", "float32"):
             out[f"{switch.lower()}_{dtype}"] = max(switch_errors(switch, dtype, device)) <= SWITCH_TOL[dtype]
     out["map_f16_float16"] = max(switch_errors("NALASR_MAP_F16", "float16", device)) <= MAP_F16_TOL
+    out["map_half2_float16"] = max(switch_errors("NALASR_MAP_HALF2", "float16", device)) <= MAP_HALF2_TOL
     # The forward reduce from registers (nala_rr) where it applies (16-bit inputs, D = Dv = 16, no RoPE; batch3's
     # qkvg views), and only there: once per 16-bit run with the switch on, never for float32.
     from nalasr_kernels import nala_rr
@@ -515,6 +523,22 @@ def test_map_f16_rule(monkeypatch, nala):
         nala._map_f16("tf32", rope=False)
 
 
+def test_map_half2_rule(monkeypatch, nala):
+    """NALASR_MAP_HALF2: φq in float16 pairs for float16 queries with the float16 product, FASTMAG and |α| ≤ 1 (the
+    angle polynomials' domain), unless set to 0; bfloat16 / float32 queries, |α| > 1 or no F16 / FASTMAG never."""
+    monkeypatch.delenv("NALASR_MAP_HALF2", raising=False)
+    q16, qb, q32 = (torch.zeros(1, 2, 1, 16, dtype=t) for t in (torch.float16, torch.bfloat16, torch.float32))
+    assert nala._map_half2(q16, True, True, 1.0) and nala._map_half2(q16, True, True, -0.25)
+    assert not nala._map_half2(qb, True, True, 1.0) and not nala._map_half2(q32, True, True, 1.0)
+    assert not nala._map_half2(q16, False, True, 1.0) and not nala._map_half2(q16, True, False, 1.0)
+    assert not nala._map_half2(q16, True, True, 1.0001) and not nala._map_half2(q16, True, True, 20.0)
+    monkeypatch.setenv("NALASR_MAP_HALF2", "0")
+    assert not nala._map_half2(q16, True, True, 1.0)
+    monkeypatch.setenv("NALASR_MAP_HALF2", "on")
+    with pytest.raises(ValueError, match="NALASR_MAP_HALF2"):
+        nala._map_half2(q16, True, True, 1.0)
+
+
 def test_bwd_query_rules(monkeypatch, nala):
     """NALASR_BWD_DZACC: on unless set to 0; NALASR_BWD_MPOW: on for 16-bit inputs (APPROX) with λτ > 1 (p > 1, where
     |dir|^(p−1) is 0 at dir = 0) unless set to 0, never for float32; NALASR_BWD_F16: on for float16 inputs of the
@@ -549,6 +573,37 @@ def test_fastmag_rule(nala):
     ok = [nala._fastmag(True, 3.0, 0.5, a) for a in (1.0, -20.0, 2.0**-20, 2.0**20, 0.0, 2.0**-21, 2.0**21)]
     assert ok == [True, True, True, True, False, False, False]
     assert not nala._fastmag(False, 3.0, 0.5, 1.0) and not nala._fastmag(True, 2.0, 0.5, 1.0)
+
+
+def test_half2_angle_polynomials(nala):
+    """HALF2's angle polynomials (nalasr_kernels.half2._F, _G, their float16 bits in _F_HEX, _G_HEX) evaluated in
+    float16 with a rounding a step, as the kernel's HFMA2s do, over every float16 x in [−1, 1]: cos / sin((π/4)·tanh x)
+    within 3.4e-4 / 5.4e-4 at most and an RMS of 1e-4 / 6e-5, against float16's own rounding of the exact values,
+    2.4e-4 at most (any one coefficient 0.4% off fails)."""
+    import numpy as np
+
+    from nalasr_kernels import half2
+
+    assert [int(h, 16) for h in half2._F_HEX + half2._G_HEX] == [
+        int(np.float16(c).view(np.uint16)) for c in half2._F + half2._G]
+    bits = np.arange(0, 0x3C01, dtype=np.uint16).view(np.float16).astype(np.float64)
+    x = np.concatenate([-bits[::-1], bits])
+    theta = np.pi / 4 * np.tanh(x)
+
+    def r16(v):
+        return v.astype(np.float16).astype(np.float64)
+
+    q = r16(x * x)
+    c = np.full_like(x, half2._F[4])
+    for k in (3, 2, 1, 0):
+        c = r16(c * q + half2._F[k])
+    t = np.full_like(x, half2._G[3])
+    for k in (2, 1, 0):
+        t = r16(t * q + half2._G[k])
+    s = r16(t * x)
+    ec, es = c - np.cos(theta), s - np.sin(theta)
+    assert np.abs(ec).max() < 3.4e-4 and np.abs(es).max() < 5.4e-4
+    assert np.sqrt((ec ** 2).mean()) < 1e-4 and np.sqrt((es ** 2).mean()) < 6e-5
 
 
 @pytest.mark.parametrize("name", ["BWD_QUERY", "BWD_KEY"])
@@ -650,6 +705,8 @@ def test_plans(monkeypatch, nala):
     assert nala._plan(518_400, 4, dev, pp["bwd_query"], nala._BWD_QUERY_QUANTUM) == (1984, 262)
     assert nala._plan(518_400, 4, dev, pp["bwd_key"], nala._BWD_KEY_QUANTUM) == (1984, 262)
     assert nala._plan(518_400, 4, dev, pp["fwd_map"], nala._FWD_MAP_QUANTUM) == (448, 1158)  # 2.92 waves of 1,584
+    # HALF2's map: 3,600 programs, 1.95 waves of its 14 programs an SM (1,848)
+    assert nala._plan(518_400, 4, dev, pp["fwd_map_half2"], nala._FWD_MAP_QUANTUM) == (576, 900)
     assert nala._plan(4096, 4, dev, pp["fwd_reduce"], 32) == (256, 16)
     for n in (1, 37, 255, 256, 257, 49_152, 518_401, 1_048_576):
         for bh in (1, 4, 128):

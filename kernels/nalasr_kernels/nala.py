@@ -52,7 +52,8 @@ products, _bwd_f16): the same 11 significant bits, rounded to nearest. The featu
 sin/cos are accurate to ~1e-7; for fp16/bf16 inputs without RoPE (APPROX) they are tanh.approx.f32 (~2^-11
 relative) and short sin/cos polynomials (cos < 1.1e-5, sin < 1e-6), errors below those inputs' own rounding
 (APPROX took 8% off the forward and 7% off the backward at 518K tokens in session 9); NALASR_APPROX_MATH=0|1
-overrides.
+overrides. For float16 queries with |α| ≤ 1 the forward map forms φq in float16 pairs instead (HALF2, _map_half2 and
+nalasr_kernels.half2: the angle's cosine and sine as polynomials in α·dir, no tanh; den from float16 products).
 
 Conditioning of the backward. ∂L/∂φq_t = S·dnum_t + dden_t·z = (1/(N·den_t)) Σ_j φk_j (v_j − o_t)·g_t is a
 difference of two nearly equal terms wherever the values sit close to the output (one token: o = v exactly;
@@ -81,6 +82,8 @@ import triton.language as tl
 from triton.language.extra.cuda import libdevice
 import triton.testing
 from torch import Tensor
+
+from . import half2
 
 try:  # grid dependency control for programmatic dependent launch (Triton ≥ 3.4; see _pdl)
     from triton.language.extra.cuda import gdc_launch_dependents as _gdc_launch, gdc_wait as _gdc_wait
@@ -667,6 +670,29 @@ def _den(phi_c, phi_s, z_c, z_s, eps):
     return tl.sum(tl.reshape(terms, (phi_c.shape[0], 2 * phi_c.shape[1])), axis=1) + eps
 
 
+@triton.jit
+def _z_mats(z_c, z_s, BD: tl.constexpr, BDV: tl.constexpr):
+    """HALF2's den operands: (BD, BDV) float16 matrices whose every column is z_c·zd, z_s·zd, with zd the power of two
+    that puts max |z| in [0.5, 1) (_pow2_scale), and zd: with den from z·zd, o = num·up / (den/zd + ε) =
+    num·(up·zd) / (den + ε·zd)."""
+    zd, zu = _pow2_scale(tl.maximum(tl.max(tl.abs(z_c), axis=0), tl.max(tl.abs(z_s), axis=0)))
+    zc_mat = (z_c[:, None] * zd + tl.zeros((BD, BDV), tl.float32)).to(tl.float16)
+    zs_mat = (z_s[:, None] * zd + tl.zeros((BD, BDV), tl.float32)).to(tl.float16)
+    return zc_mat, zs_mat, zd
+
+
+@triton.jit
+def _map_tile_h2(x, ss, r, s_c, s_s, zc_mat, zs_mat, alpha, lga, lam, tau, APPROX: tl.constexpr):
+    """HALF2's map of one query tile: x (BLOCK_N, BD) float32, ss = Σx², r = (ss + 1e-12)^(-1/2) (BLOCK_N,), the
+    float16 S halves (_f16_state) and z matrices (_z_mats) → num (BLOCK_N, BDV) and den − ε·zd (BLOCK_N,), both in
+    the products' accumulator layout."""
+    xa = x * (alpha * r)[:, None]
+    fc, fs = half2._features_h2(_query_mag_fwd(xa, ss * r, lam, tau, lga, APPROX), xa)
+    num = tl.dot(fc, s_c)
+    num = tl.dot(fs, s_s, num)
+    return num, half2._den_h2(fc, fs, zc_mat, zs_mat)
+
+
 @triton.jit(do_not_specialize=["N", "W", "N_BUCKET"])
 def _fwd_map(
     Q, STATE, FREQ, O,
@@ -676,9 +702,12 @@ def _fwd_map(
     D: tl.constexpr, DV: tl.constexpr, BD: tl.constexpr, BDV: tl.constexpr,
     ROPE: tl.constexpr, PREC: tl.constexpr, APPROX: tl.constexpr, OFFS64: tl.constexpr, FASTMAG: tl.constexpr,
     F16: tl.constexpr, BLOCK_N: tl.constexpr, CLAMP: tl.constexpr, PDL: tl.constexpr = False,
+    HALF2: tl.constexpr = False,
 ):
     """o = φ̃qᵀS / (φqᵀz + ε) for one chunk of queries of one (b, h); S, z stay in registers for the chunk.
     F16 (see _map_f16): the product takes φ̃q and S as float16, S scaled into range (_f16_state).
+    HALF2 (see _map_half2; needs F16 and FASTMAG, no CLAMP): φq formed in float16 pairs (nalasr_kernels.half2), den
+    from float16 products with z scaled into range.
     PDL (see _pdl): the first q tile loads before the state is waited for.
     Measured alternative (session 20, commit 4fa5d35): the loads two tiles ahead instead of one (ptxas issues the
     next tile's two loads at 73% of the loop body, offline sm_90): 57.8-60.2 against 55.8-56.4 µs at 518K, 96 instead
@@ -704,39 +733,50 @@ def _fwd_map(
         up = 1.0
     if FASTMAG:
         lga = _log2(tl.abs(alpha))
+    if HALF2:
+        zc_mat, zs_mat, zd = _z_mats(z_c, z_s, BD, BDV)
+        up = up * zd
+        eps = eps * zd
     for n0 in tl.range(start, end, BLOCK_N):
         offs_n, nmask, rows = _token_rows(n0, end, BLOCK_N, OFFS64)
         x = x_next.to(tl.float32)
         x_next = _load_tile(q_base, n0 + BLOCK_N, end, sq_n, offs_d, sq_d, dmask, BLOCK_N, OFFS64)
         ss = tl.sum(x * x, axis=1)
         r = tl.rsqrt(ss + 1e-12)
-        if FASTMAG:  # 4 operations an element fewer (see _query_mag_fwd)
-            xa = x * (alpha * r)[:, None]
-            m = _query_mag_fwd(xa, ss * r, lam, tau, lga, APPROX)
-            u, uc = _angle(xa, APPROX, CLAMP)
+        if HALF2:
+            num, den = _map_tile_h2(x, ss, r, s_c, s_s, zc_mat, zs_mat, alpha, lga, lam, tau, APPROX)
+            den = den + eps
         else:
-            dirn = x * r[:, None]
-            tn, p, l2, m, _ = _query_mag(dirn, ss * r, lam, tau, APPROX)
-            u, uc = _angle(alpha * dirn, APPROX, CLAMP)
-        c, s = _sincos_angle(uc, APPROX, SIN5=True)
-        mc = m * c
-        ms = m * s
-        den = _den(mc, ms, z_c, z_s, eps)
-        if ROPE:
-            c2, s2 = _sincos_any(uc * 0.7853981633974483 + _rope_angle(offs_n, W, freq, offs_d, D // 2))
-            mc = m * c2
-            ms = m * s2
-        if F16:
-            num = tl.dot(mc.to(tl.float16), s_c)
-            num = tl.dot(ms.to(tl.float16), s_s, num)
-        else:
-            num = tl.dot(mc, s_c, input_precision=PREC)
-            num = tl.dot(ms, s_s, num, input_precision=PREC)
+            if FASTMAG:  # 4 operations an element fewer (see _query_mag_fwd)
+                xa = x * (alpha * r)[:, None]
+                m = _query_mag_fwd(xa, ss * r, lam, tau, lga, APPROX)
+                u, uc = _angle(xa, APPROX, CLAMP)
+            else:
+                dirn = x * r[:, None]
+                tn, p, l2, m, _ = _query_mag(dirn, ss * r, lam, tau, APPROX)
+                u, uc = _angle(alpha * dirn, APPROX, CLAMP)
+            c, s = _sincos_angle(uc, APPROX, SIN5=True)
+            mc = m * c
+            ms = m * s
+            den = _den(mc, ms, z_c, z_s, eps)
+            if ROPE:
+                c2, s2 = _sincos_any(uc * 0.7853981633974483 + _rope_angle(offs_n, W, freq, offs_d, D // 2))
+                mc = m * c2
+                ms = m * s2
+            if F16:
+                num = tl.dot(mc.to(tl.float16), s_c)
+                num = tl.dot(ms.to(tl.float16), s_s, num)
+            else:
+                num = tl.dot(mc, s_c, input_precision=PREC)
+                num = tl.dot(ms, s_s, num, input_precision=PREC)
         # Measured alternative (session 18, commit a88c4cf, NALASR_MAP_DENDOT): den from a second float16 product of
         # the same φq with z split in two float16 halves, so den comes out in num's accumulator layout (offline
         # sm_90 505 → 493 instructions a warp-tile, 5 → 3 barriers, one layout conversion fewer): 57.9 against
         # 55.9 µs at 518K on the H200 (benchmarks/results/h200/session18/call3/diag_dendot{0,1}.json).
-        o = num * (up / den)[:, None]  # one division per token, not per element
+        if HALF2:  # den ≥ ε·zd, zd ≥ 2^-65 (float16 keys, λ ≤ 4): normal unless ε < 2^-61, which the max covers
+            o = num * (up * half2._rcp(tl.maximum(den, _FLT_MIN)))[:, None]
+        else:
+            o = num * (up / den)[:, None]  # one division per token, not per element
         tl.store(o_base + rows[:, None] * so_n + offs_e[None, :] * so_d, o.to(O.dtype.element_ty),
                  mask=nmask[:, None] & emask[None, :])
 
@@ -1080,15 +1120,20 @@ _bwd_key_tuned = _tuned(_bwd_key, _BWD_CONFIGS, 8)
 # forward's combine took 6.2 µs at 32, every sweep of sessions 13-14). At 518K on the H200 (session 15,
 # call4/sweep_r16.json): reduce + combine 71.9 + 2.8 µs at 16 against 71.3 + 6.3 at 32, the forward graph 137.5
 # against 143.0 µs (16 tokens a program: 75.4 + 2.8 against 79.6 + 5.2).
-# NALASR_PROGRAMS_PER_SM_<PASS> (FWD_REDUCE, FWD_MAP, BWD_QUERY, BWD_KEY) sets one, for the sweeps of
+# NALASR_PROGRAMS_PER_SM_<PASS> (FWD_REDUCE, FWD_MAP, FWD_MAP_HALF2, BWD_QUERY, BWD_KEY) sets one, for the sweeps of
 # benchmarks/config_sweep_gpu.py and kernel_diag_gpu.py.
 # _bwd_key took 32 from session 16 (126.8 against 128.5 µs at 24; 64 tokens, 4 warps, 2 stages,
 # benchmarks/results/h200/session16/call5/sweep_k_pp.json) and takes 8 with 64-token chunk rounding since session 20:
 # 1,984-token chunks, 1,048 programs in two full waves of its 4 programs an SM, where 32 left 4,052 in 7.7. The
 # backward at 518K 281.2 against 285.8-287.2 µs, at 1M 558.5 against 560.1-564.4
 # (benchmarks/results/h200/session20/call6/bwd_key_plans.json).
+# fwd_map_half2: _fwd_map with HALF2 (see _map_half2) takes 66 registers, so 14 of its 2-warp programs fit an SM and 28
+# is two whole waves. At 518K on the H200, twice: the map 52.0 / 52.2 µs against 53.7 / 53.3 at 36 (42: 52.7 / 52.4,
+# 48: 52.6 / 52.7, 56: 53.3 / 53.2), the forward graph 108.0 / 107.6 against 109.1 / 108.5
+# (benchmarks/results/h200/session25/call3).
 _PROGRAMS_PER_SM = {name: int(os.environ.get(f"NALASR_PROGRAMS_PER_SM_{name.upper()}", default))
-                    for name, default in (("fwd_reduce", 16), ("fwd_map", 36), ("bwd_query", 8), ("bwd_key", 8))}
+                    for name, default in (("fwd_reduce", 16), ("fwd_map", 36), ("fwd_map_half2", 28), ("bwd_query", 8),
+                                          ("bwd_key", 8))}
 
 
 # ================================================================================================ host side
@@ -1353,6 +1398,23 @@ def _map_f16(prec: str, rope: bool) -> bool:
     return prec == "tf32" and not rope and _forced("NALASR_MAP_F16", ("0", "1")) != "0"
 
 
+def _map_half2(q: Tensor, f16: bool, fastmag: bool, alpha: float) -> bool:
+    """Whether _fwd_map forms φq in float16 pairs (HALF2, nalasr_kernels.half2; default where it applies,
+    NALASR_MAP_HALF2=0 keeps float32): float16 queries, the float16 product (F16), m_q from xa (FASTMAG) and
+    |α| ≤ 1, where |xa| ≤ 1 is the domain of half2's angle polynomials (F, G replace tanh and the sine and cosine).
+    Offline sm_90 at 518K: 439 → 347 loop instructions a warp-tile, 54 → 40 MUFU operations and 79 → 66 registers
+    (den from two more float16 products, see half2._den_h2, and 1/den by rcp.approx; the GPU ran 343, before the
+    four FMNMX that keep a subnormal den, possible only for ε < 2^-61, out of rcp's flush to zero). On the H200 the
+    map's kernel took 53.4 against 54.0 µs (NALASR_MAP_HALF2=0) at its old 36 programs an SM, 51.1-52.2 at its own 28 (see
+    _PROGRAMS_PER_SM), and with both against the previous head (three A/B rounds in one process): the forward at 518K
+    0.111 ms against 0.111-0.112, at 1M 0.211-0.212 against 0.212-0.214 (benchmarks/results/h200/session25/call4).
+    So the map does not wait on its instructions: a fifth fewer bought 1-2%. Output error at 518K against float64:
+    3.90e-4 against 3.81e-4 with float32 features (fp16 case of gpu_kernels_check.py; the two apart by 3.9e-4).
+    The backward recomputes φq in float32 (_bwd_query) and does not change."""
+    return (q.dtype == torch.float16 and f16 and fastmag and abs(alpha) <= 1.0
+            and _forced("NALASR_MAP_HALF2", ("0", "1")) != "0")
+
+
 def _centred(rope: bool, prec_g: str) -> bool:
     """Whether the backward centres the values (see "Conditioning of the backward"): tf32 products without RoPE.
     Centring float32 inputs too (tf32x3) took the N = 1 float32 case from 1.56 to 1.44 times its dq/dk tolerance
@@ -1440,12 +1502,15 @@ def nala_forward(q: Tensor, k: Tensor, v: Tensor, lam: float, tau: float, alpha:
                     ROPE=rope, PREC=prec, APPROX=approx, OFFS64=offs64, VEC4=_reduce_vec4(), ZACC=zacc,
                     CLAMP=clamp, ZDOT=zacc and not rope and _reduce_zdot(), PDL=pdl)  # ZACC without RoPE: tf32
         _combine_launch(part, state, b * h, n_chunks, 1.0 / n, state_n, pdl)
-        chunk, n_chunks = _plan(n, b * h, dev, _PROGRAMS_PER_SM["fwd_map"], _FWD_MAP_QUANTUM)
+        fastmag, f16 = _fastmag(approx, lam, tau, alpha), _map_f16(prec, rope)
+        half = _map_half2(q, f16, fastmag, alpha)
+        chunk, n_chunks = _plan(n, b * h, dev, _PROGRAMS_PER_SM["fwd_map_half2" if half else "fwd_map"],
+                                _FWD_MAP_QUANTUM)
         _launch(_fwd_map_tuned, _fwd_map, (h, n_chunks, b),
                 q, state, freq, o, n, max(rope_w, 1), h, chunk, bucket,
                 *q.stride(), *o.stride(), float(alpha), float(lam), float(tau), float(eps),
                 D=d, DV=dv, BD=bd, BDV=bdv, ROPE=rope, PREC=prec, APPROX=approx, OFFS64=_offs64(n, q, o),
-                FASTMAG=_fastmag(approx, lam, tau, alpha), F16=_map_f16(prec, rope), CLAMP=clamp, PDL=pdl,
+                FASTMAG=fastmag, F16=f16, CLAMP=clamp, PDL=pdl, HALF2=half,
                 **_pdl_kw(pdl))
     return o, state
 
