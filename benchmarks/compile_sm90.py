@@ -49,10 +49,10 @@ from nalasr_kernels import nala, nala_rr  # noqa: E402
 
 # The launch constants nala_forward / nala_backward pass at 518,400 tokens, B 1, H 4, D = Dv = 16, fp16, no RoPE:
 # PREC tf32 (_precision of fp16), PREC_G tf32 (grad=rope, False) so CENTRE (not rope and PREC_G == "tf32"),
-# APPROX (16-bit inputs), LAM_INT 3, OFFS64 False, FASTMAG (λτ = 1.5), CLAMP False (α = 1, nala._clamp). Each kernel
-# takes those it declares.
+# APPROX (16-bit inputs), LAM_INT 3, OFFS64 False, FASTMAG (λτ = 1.5), CLAMP False (α = 1, nala._clamp), HALF2 (fp16
+# q, |α| ≤ 1, nala._map_half2; --const HALF2=0 compiles the map's float32 features). Each kernel takes those it declares.
 CONSTEXPRS = dict(D=16, DV=16, BD=16, BDV=16, LAM_INT=3, ROPE=False, PREC="tf32", PREC_G="tf32",
-                  CENTRE=True, APPROX=True, OFFS64=False, FASTMAG=True, CLAMP=False)
+                  CENTRE=True, APPROX=True, OFFS64=False, FASTMAG=True, CLAMP=False, HALF2=True)
 F32_POINTERS = {"FREQ", "PART", "STATE", "DSTATE"}  # the rest are the fp16 (B, N, H, D) tensors
 FLOATS = {"alpha", "lam", "tau", "eps"}
 # Per kernel: its pointer arguments, and the autotuner's pick at 518K (BLOCK_N, warps, stages, maxnreg): the

@@ -675,7 +675,7 @@ def _z_mats(z_c, z_s, BD: tl.constexpr, BDV: tl.constexpr):
     """HALF2's den operands: (BD, BDV) float16 matrices whose every column is z_c·zd, z_s·zd, with zd the power of two
     that puts max |z| in [0.5, 1) (_pow2_scale), and zd: with den from z·zd, o = num·up / (den/zd + ε) =
     num·(up·zd) / (den + ε·zd)."""
-    zd, zu = _pow2_scale(tl.maximum(tl.max(tl.abs(z_c), axis=0), tl.max(tl.abs(z_s), axis=0)))
+    zd, _ = _pow2_scale(tl.maximum(tl.max(tl.abs(z_c), axis=0), tl.max(tl.abs(z_s), axis=0)))
     zc_mat = (z_c[:, None] * zd + tl.zeros((BD, BDV), tl.float32)).to(tl.float16)
     zs_mat = (z_s[:, None] * zd + tl.zeros((BD, BDV), tl.float32)).to(tl.float16)
     return zc_mat, zs_mat, zd
@@ -772,7 +772,8 @@ def _fwd_map(
         # Measured alternative (session 18, commit a88c4cf, NALASR_MAP_DENDOT): den from a second float16 product of
         # the same φq with z split in two float16 halves, so den comes out in num's accumulator layout (offline
         # sm_90 505 → 493 instructions a warp-tile, 5 → 3 barriers, one layout conversion fewer): 57.9 against
-        # 55.9 µs at 518K on the H200 (benchmarks/results/h200/session18/call3/diag_dendot{0,1}.json).
+        # 55.9 µs at 518K on the H200 (benchmarks/results/h200/session18/call3/diag_dendot{0,1}.json). HALF2 takes den
+        # from such products (z in every column, so no reduction either; half2._den_h2), with its own features.
         if HALF2:  # den ≥ ε·zd, zd ≥ 2^-65 (float16 keys, λ ≤ 4): normal unless ε < 2^-61, which the max covers
             o = num * (up * half2._rcp(tl.maximum(den, _FLT_MIN)))[:, None]
         else:
@@ -1405,9 +1406,10 @@ def _map_half2(q: Tensor, f16: bool, fastmag: bool, alpha: float) -> bool:
     Offline sm_90 at 518K: 439 → 347 loop instructions a warp-tile, 54 → 40 MUFU operations and 79 → 66 registers
     (den from two more float16 products, see half2._den_h2, and 1/den by rcp.approx; the GPU ran 343, before the
     four FMNMX that keep a subnormal den, possible only for ε < 2^-61, out of rcp's flush to zero). On the H200 the
-    map's kernel took 53.4 against 54.0 µs (NALASR_MAP_HALF2=0) at its old 36 programs an SM, 51.1-52.2 at its own 28 (see
-    _PROGRAMS_PER_SM), and with both against the previous head (three A/B rounds in one process): the forward at 518K
-    0.111 ms against 0.111-0.112, at 1M 0.211-0.212 against 0.212-0.214 (benchmarks/results/h200/session25/call4).
+    map's kernel took 53.4 against 54.0 µs (NALASR_MAP_HALF2=0) at its old 36 programs an SM, 51.1-52.2 at its own
+    28 (see _PROGRAMS_PER_SM), and with both against the previous head (three A/B rounds in one process): at 518K
+    the forward 0.111 ms against 0.111-0.112, at 1M 0.211-0.212 against 0.212-0.214
+    (benchmarks/results/h200/session25/call4).
     So the map does not wait on its instructions: a fifth fewer bought 1-2%. Output error at 518K against float64:
     3.90e-4 against 3.81e-4 with float32 features (fp16 case of gpu_kernels_check.py; the two apart by 3.9e-4).
     The backward recomputes φq in float32 (_bwd_query) and does not change."""
