@@ -13,8 +13,9 @@ H = 4, D = Dv = 16, 16-bit q, o contiguous (B, N, 4, 16), no RoPE, λτ ≥ 1.5 
 A config is BLOCK_NxWARPSxHEADSxHALF2: HEADS 2 stores half rows (64 bytes); HALF2 1 computes each head as HALF2 does
 (nala._map_tile_h2, float16 features; float16 q only), 0 with float32 features. Session 19 (float32 features, before
 they shrank): 67.8 µs at best for four heads, 59.5 for two, against the landed map's 56.1-56.4. Session 25 (call 2):
-with HALF2 tiles four heads take 61.1-72.9 µs, two heads 54.4 at best in the model's layout (qkvg) and 49.1 with
-dense q, against the landed HALF2 map's 53.4 and 51.9: no gain where the model runs.
+with HALF2 tiles four heads take 61.1-72.9 µs; two heads 54.4 at best on the benchmark's strided views (qkvg) against
+the landed HALF2 map's 53.4, but 49.1 with dense q (the model's layout since session 5) against its 51.9 (the landed
+map then at 36 programs an SM).
 """
 
 from __future__ import annotations
