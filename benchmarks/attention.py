@@ -1,8 +1,9 @@
 """NaLa attention benchmark: fused Triton kernels vs the PyTorch reference vs softmax attention, 4K → 1M tokens.
 
 One global attention layer, B = 1, heads × dims 4×16 (default model), 3×16 (small model) and 6×16 (the design's
-reference row), fp16 by default. q, k, v are strided views of one (B, N, 4·H·D) tensor, as the model's Linear
-produces them. Providers:
+reference row), fp16 by default. q, k, v are strided views of one (B, N, 4·H·D) tensor, as one 4C-wide Linear
+produces them (the model before session 5); the -dense rows take them as separate contiguous (B, N, H, D) tensors,
+as the model's four C-wide products make them since. Providers:
 
     triton-fwd          fused kernels, forward (no grad)
     triton-fwd-graph    the same forward replayed from a CUDA graph: the GPU's time without Python launching the
@@ -10,6 +11,7 @@ produces them. Providers:
                         tokens; `nalasr upscale` replays repeated sizes from CUDA graphs too)
     triton-fwd+bwd      fused kernels, forward + backward (dq, dk, dv)
     triton-fwd+bwd-graph  the same from a CUDA graph (autograd's backward captured with the forward)
+    triton-fwd-graph-dense, triton-fwd+bwd-graph-dense   the two graph rows on separate contiguous q, k, v
     ref-eager           nalasr.ops.nala.nala_attention_reference, forward
     ref-eager-fwd+bwd   the reference, forward + backward
     ref-compile         the reference under torch.compile(dynamic=True), forward
@@ -49,8 +51,8 @@ sys.path[:0] = [str(ROOT), str(ROOT / "kernels")]
 GIB = 2**30
 TOKENS = [4096, 16384, 49152, 131072, 262144, 518400, 1048576]
 HEADS = [(4, 16), (3, 16), (6, 16)]
-PROVIDERS = ["triton-fwd", "triton-fwd-graph", "triton-fwd+bwd", "triton-fwd+bwd-graph", "ref-eager",
-             "ref-eager-fwd+bwd", "ref-compile", "sdpa-flash", "softmax-mat"]
+PROVIDERS = ["triton-fwd", "triton-fwd-graph", "triton-fwd+bwd", "triton-fwd+bwd-graph", "triton-fwd-graph-dense",
+             "triton-fwd+bwd-graph-dense", "ref-eager", "ref-eager-fwd+bwd", "ref-compile", "sdpa-flash", "softmax-mat"]
 SOFTMAX_MAT_LIMIT = 100 * GIB
 SLOW_CALL_S = 2.5  # a provider whose single call is predicted longer than this is skipped at that size
 
@@ -181,6 +183,17 @@ def provider_fn(name: str, x, g, b, n, h, d, ref_compiled):
     if name == "ref-compile":
         attn = ref_compiled
 
+    if name.endswith("-dense"):  # separate contiguous leaves, made once outside the timed call
+        qkv = [t.detach().contiguous().requires_grad_(with_grad(name)) for t in views(x, b, n, h, d)]
+
+        def fn():
+            if not with_grad(name):
+                with torch.no_grad():
+                    return attn(*qkv)
+            for t in qkv:
+                t.grad = None
+            attn(*qkv).backward(g)
+        return fn
     if with_grad(name):
         def fn():
             x.grad = None  # a fresh gradient each call, not an accumulation
@@ -260,7 +273,7 @@ def run_attention(args, clock: Clock, device: str, dtype, copy_gbs: float | None
                     needs_grad = with_grad(name)
                     x, g = make_inputs(1, n, h, d, dtype, device, needs_grad)
                     fn = provider_fn(name, x, g, 1, n, h, d, ref_compiled)
-                    ms, calls = (clock.graph_median_ms if name.endswith("graph") else clock.median_ms)(fn)
+                    ms, calls = (clock.graph_median_ms if "-graph" in name else clock.median_ms)(fn)
                     if needs_grad:
                         x.grad = None
                     peak = clock.peak_extra(fn)
@@ -351,16 +364,17 @@ def _fmt_bytes(v) -> str:
 
 def _row_line(r: dict) -> str:
     if r["ms"] is None:
-        return f"{r['provider']:18s} {r['heads']}×{r['head_dim']:<3d} N={r['tokens']:>8d}  {r['note']}"
+        return f"{r['provider']:26s} {r['heads']}×{r['head_dim']:<3d} N={r['tokens']:>8d}  {r['note']}"
     pct = f"{r['pct_copy']:5.1f}%" if r["pct_copy"] is not None else "   – "
-    return (f"{r['provider']:18s} {r['heads']}×{r['head_dim']:<3d} N={r['tokens']:>8d}  {r['ms']:10.3f} ms "
+    return (f"{r['provider']:26s} {r['heads']}×{r['head_dim']:<3d} N={r['tokens']:>8d}  {r['ms']:10.3f} ms "
             f"{r['gbs']:8.1f} GB/s {pct}  peak {_fmt_bytes(r['peak_extra_bytes'])}")
 
 
 def markdown(meta: dict, rows: list[dict], train: list[dict]) -> str:
     lines = [f"# NaLa attention benchmark — {meta['device']}", "",
              f"{meta['date']} · torch {meta['torch']} · triton {meta['triton']} · {meta['dtype']} · B = 1 · "
-             f"q, k, v strided views of one (B, N, 4·H·D) tensor · copy bandwidth "
+             f"q, k, v strided views of one (B, N, 4·H·D) tensor (-dense rows: separate contiguous tensors) · "
+             "copy bandwidth "
              + (f"{meta['copy_gbs']:.0f} GB/s (read + write)" if meta["copy_gbs"] else "–")
              + (" · DRY RUN (CPU, interpreter): timings meaningless" if meta["dry_run"] else ""), "",
              "ms: median; GB/s: minimum bytes (fwd: q, k, v + o; fwd+bwd: also dO, dq, dk, dv) / time; "
@@ -409,13 +423,13 @@ def markdown(meta: dict, rows: list[dict], train: list[dict]) -> str:
 
 
 def summary_table(rows: list[dict], train: list[dict]) -> str:
-    out = [f"{'provider':18s} {'heads':5s} {'tokens':>9s} {'ms':>10s} {'GB/s':>8s} {'%copy':>6s} {'peak':>10s}"]
+    out = [f"{'provider':26s} {'heads':5s} {'tokens':>9s} {'ms':>10s} {'GB/s':>8s} {'%copy':>6s} {'peak':>10s}"]
     for r in rows:
         if r["ms"] is None:
-            out.append(f"{r['provider']:18s} {r['heads']}×{r['head_dim']:<3d} {r['tokens']:>9d}  {r['note']}")
+            out.append(f"{r['provider']:26s} {r['heads']}×{r['head_dim']:<3d} {r['tokens']:>9d}  {r['note']}")
         else:
             pct = f"{r['pct_copy']:5.1f}%" if r["pct_copy"] is not None else "    –"
-            out.append(f"{r['provider']:18s} {r['heads']}×{r['head_dim']:<3d} {r['tokens']:>9d} {r['ms']:10.3f} "
+            out.append(f"{r['provider']:26s} {r['heads']}×{r['head_dim']:<3d} {r['tokens']:>9d} {r['ms']:10.3f} "
                        f"{r['gbs']:8.1f} {pct} {_fmt_bytes(r['peak_extra_bytes']):>10s}")
     for r in train:
         out.append(f"train step {r['backend']:9s} B={r['batch']} LR {r['lr_size']}: "
@@ -473,7 +487,7 @@ def main() -> int:
         "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "torch": torch.__version__,
         "triton": triton.__version__, "dtype": args.dtype, "copy_gbs": copy_gbs, "dry_run": args.dry_run,
         "tokens": args.tokens, "heads": args.heads, "providers": args.providers, "batch": 1,
-        "layout": "q, k, v = views of one (B, N, 4*H*D) tensor",
+        "layout": "q, k, v = views of one (B, N, 4*H*D) tensor; -dense providers: separate contiguous tensors",
         "interpreter": os.environ.get("TRITON_INTERPRET") == "1",
     }
     if copy_gbs:
