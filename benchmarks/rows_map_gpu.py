@@ -29,7 +29,7 @@ import triton
 import triton.language as tl
 
 from heads_group_gpu import HP, _head_state, _map_tile  # noqa: E402  (benchmarks/ is the script's directory)
-from nalasr_kernels import half2, nala
+from nalasr_kernels import nala
 from nalasr_kernels.nala import _load_tile, _log2, _map_tile_h2, _slab, _token_rows, _z_mats
 
 
@@ -38,9 +38,7 @@ def _head(STATE, bh, eps, HALF2: tl.constexpr):
     """One head's map operands: S halves (float16), z (vectors, or HALF2's matrices), the output factor and ε."""
     s_c, s_s, z_c, z_s, up = _head_state(STATE, bh, 16, 16)
     if HALF2:
-        z_c, z_s, zd = _z_mats(z_c, z_s, 16, 16)
-        up = up * zd
-        eps = eps * zd
+        z_c, z_s, up, eps = _z_mats(z_c, z_s, up, eps, 16, 16)
     return s_c, s_s, z_c, z_s, up, eps
 
 
@@ -51,8 +49,7 @@ def _tile(x, s_c, s_s, z_c, z_s, up, eps, alpha, lga, lam, tau, APPROX: tl.const
     if HALF2:
         xf = x.to(tl.float32)
         ss = tl.sum(xf * xf, axis=1)
-        num, den = _map_tile_h2(xf, ss, tl.rsqrt(ss + 1e-12), s_c, s_s, z_c, z_s, alpha, lga, lam, tau, APPROX)
-        return num * (up * half2._rcp(den + eps))[:, None]
+        return _map_tile_h2(xf, ss, tl.rsqrt(ss + 1e-12), s_c, s_s, z_c, z_s, up, eps, alpha, lga, lam, tau, APPROX)
     else:
         return _map_tile(x, s_c, s_s, z_c, z_s, up, alpha, lga, lam, tau, eps, APPROX, CLAMP)
 

@@ -22,6 +22,7 @@ operation where the GPU's HFMA2 rounds a fused product and sum once; 1/den as a 
 from __future__ import annotations
 
 import os
+import struct
 
 import triton
 import triton.language as tl
@@ -37,8 +38,18 @@ _COMPILED = tl.constexpr(os.environ.get("TRITON_INTERPRET", "0") in ("", "0"))
 # to float16 alone leaves 9.3e-5 and 3.3e-5 (2.4e-4 at most); tanh's MUFU operation goes.
 _F = (1.0, -0.3076171875, 0.212158203125, -0.10418701171875, 0.0260467529296875)  # x^0, x^2, .., x^8
 _G = (0.78466796875, -0.332275390625, 0.1468505859375, -0.03619384765625)  # x^1, x^3, .., x^7
-_F_HEX = ("0x3C00", "0xB4EC", "0x32CA", "0xAEAB", "0x26AB")  # the same numbers as float16 bits
-_G_HEX = ("0x3A47", "0xB551", "0x30B3", "0xA8A2")
+
+
+def _f16_hex(c: float) -> str:
+    """A float16 number's bits as PTX hex ("0x3C00"); refuses one that float16 does not hold exactly."""
+    bits = struct.unpack("<H", struct.pack("<e", c))[0]
+    if struct.unpack("<e", struct.pack("<H", bits))[0] != c:
+        raise ValueError(f"{c!r} is not a float16 number")
+    return f"0x{bits:04X}"
+
+
+_F_HEX = tuple(map(_f16_hex, _F))  # the same numbers as float16 bits, for the PTX below
+_G_HEX = tuple(map(_f16_hex, _G))
 
 
 def _features_asm() -> str:

@@ -671,26 +671,28 @@ def _den(phi_c, phi_s, z_c, z_s, eps):
 
 
 @triton.jit
-def _z_mats(z_c, z_s, BD: tl.constexpr, BDV: tl.constexpr):
+def _z_mats(z_c, z_s, up, eps, BD: tl.constexpr, BDV: tl.constexpr):
     """HALF2's den operands: (BD, BDV) float16 matrices whose every column is z_c·zd, z_s·zd, with zd the power of two
-    that puts max |z| in [0.5, 1) (_pow2_scale), and zd: with den from z·zd, o = num·up / (den/zd + ε) =
-    num·(up·zd) / (den + ε·zd)."""
+    that puts max |z| in [0.5, 1) (_pow2_scale), and the output factor and ε rescaled to match: with den from z·zd,
+    o = num·up / (den/zd + ε) = num·(up·zd) / (den + ε·zd). Returns zc_mat, zs_mat, up·zd, ε·zd."""
     zd, _ = _pow2_scale(tl.maximum(tl.max(tl.abs(z_c), axis=0), tl.max(tl.abs(z_s), axis=0)))
     zc_mat = (z_c[:, None] * zd + tl.zeros((BD, BDV), tl.float32)).to(tl.float16)
     zs_mat = (z_s[:, None] * zd + tl.zeros((BD, BDV), tl.float32)).to(tl.float16)
-    return zc_mat, zs_mat, zd
+    return zc_mat, zs_mat, up * zd, eps * zd
 
 
 @triton.jit
-def _map_tile_h2(x, ss, r, s_c, s_s, zc_mat, zs_mat, alpha, lga, lam, tau, APPROX: tl.constexpr):
+def _map_tile_h2(x, ss, r, s_c, s_s, zc_mat, zs_mat, up, eps, alpha, lga, lam, tau, APPROX: tl.constexpr):
     """HALF2's map of one query tile: x (BLOCK_N, BD) float32, ss = Σx², r = (ss + 1e-12)^(-1/2) (BLOCK_N,), the
-    float16 S halves (_f16_state) and z matrices (_z_mats) → num (BLOCK_N, BDV) and den − ε·zd (BLOCK_N,), both in
-    the products' accumulator layout."""
+    float16 S halves (_f16_state), z matrices and the rescaled up, ε (_z_mats) → o (BLOCK_N, BDV) float32, in the
+    products' accumulator layout. den ≥ ε·zd, zd ≥ 2^-65 (float16 keys, λ ≤ 4): a normal float unless ε < 2^-61,
+    which the max with FLT_MIN keeps off rcp.approx's flush to zero."""
     xa = x * (alpha * r)[:, None]
     fc, fs = half2._features_h2(_query_mag_fwd(xa, ss * r, lam, tau, lga, APPROX), xa)
     num = tl.dot(fc, s_c)
     num = tl.dot(fs, s_s, num)
-    return num, half2._den_h2(fc, fs, zc_mat, zs_mat)
+    den = half2._den_h2(fc, fs, zc_mat, zs_mat) + eps
+    return num * (up * half2._rcp(tl.maximum(den, _FLT_MIN)))[:, None]
 
 
 @triton.jit(do_not_specialize=["N", "W", "N_BUCKET"])
@@ -734,9 +736,7 @@ def _fwd_map(
     if FASTMAG:
         lga = _log2(tl.abs(alpha))
     if HALF2:
-        zc_mat, zs_mat, zd = _z_mats(z_c, z_s, BD, BDV)
-        up = up * zd
-        eps = eps * zd
+        zc_mat, zs_mat, up, eps = _z_mats(z_c, z_s, up, eps, BD, BDV)
     for n0 in tl.range(start, end, BLOCK_N):
         offs_n, nmask, rows = _token_rows(n0, end, BLOCK_N, OFFS64)
         x = x_next.to(tl.float32)
@@ -744,8 +744,7 @@ def _fwd_map(
         ss = tl.sum(x * x, axis=1)
         r = tl.rsqrt(ss + 1e-12)
         if HALF2:
-            num, den = _map_tile_h2(x, ss, r, s_c, s_s, zc_mat, zs_mat, alpha, lga, lam, tau, APPROX)
-            den = den + eps
+            o = _map_tile_h2(x, ss, r, s_c, s_s, zc_mat, zs_mat, up, eps, alpha, lga, lam, tau, APPROX)
         else:
             if FASTMAG:  # 4 operations an element fewer (see _query_mag_fwd)
                 xa = x * (alpha * r)[:, None]
@@ -769,14 +768,11 @@ def _fwd_map(
             else:
                 num = tl.dot(mc, s_c, input_precision=PREC)
                 num = tl.dot(ms, s_s, num, input_precision=PREC)
-        # Measured alternative (session 18, commit a88c4cf, NALASR_MAP_DENDOT): den from a second float16 product of
-        # the same φq with z split in two float16 halves, so den comes out in num's accumulator layout (offline
-        # sm_90 505 → 493 instructions a warp-tile, 5 → 3 barriers, one layout conversion fewer): 57.9 against
-        # 55.9 µs at 518K on the H200 (benchmarks/results/h200/session18/call3/diag_dendot{0,1}.json). HALF2 takes den
-        # from such products (z in every column, so no reduction either; half2._den_h2), with its own features.
-        if HALF2:  # den ≥ ε·zd, zd ≥ 2^-65 (float16 keys, λ ≤ 4): normal unless ε < 2^-61, which the max covers
-            o = num * (up * half2._rcp(tl.maximum(den, _FLT_MIN)))[:, None]
-        else:
+            # Measured alternative (session 18, commit a88c4cf, NALASR_MAP_DENDOT): den from a second float16 product
+            # of the same φq with z split in two float16 halves, so den comes out in num's accumulator layout (offline
+            # sm_90 505 → 493 instructions a warp-tile, 5 → 3 barriers, one layout conversion fewer): 57.9 against
+            # 55.9 µs at 518K on the H200 (benchmarks/results/h200/session18/call3/diag_dendot{0,1}.json). HALF2 takes
+            # den from such products (z in every column, so no reduction either; half2._den_h2), with its own features.
             o = num * (up / den)[:, None]  # one division per token, not per element
         tl.store(o_base + rows[:, None] * so_n + offs_e[None, :] * so_d, o.to(O.dtype.element_ty),
                  mask=nmask[:, None] & emask[None, :])
