@@ -396,20 +396,22 @@ def markdown(meta: dict, rows: list[dict], train: list[dict]) -> str:
         lines.append("")
     # Derived: backward time = (fwd+bwd) − fwd, and the speed-up over the eager reference, from the CUDA-graph rows
     # where both ran (the eager ones include Python launching the kernels; one of each would not subtract).
+    # Both layouts: the strided views (with the eager rows where no graph ran) and the -dense rows.
     lines += ["## Derived (fused kernels; CUDA-graph rows where both ran)", "",
-              "| heads | tokens | fwd ms | bwd ms (fwd+bwd − fwd) | bwd / fwd | × faster than ref-eager fwd |",
-              "|---|---|---|---|---|---|"]
+              "| heads | tokens | q, k, v | fwd ms | bwd ms (fwd+bwd − fwd) | bwd / fwd | × faster than ref-eager fwd |",
+              "|---|---|---|---|---|---|---|"]
     for h, d in meta["heads"]:
         for n in meta["tokens"]:
             get = {r["provider"]: r["ms"] for r in rows if r["heads"] == h and r["head_dim"] == d and r["tokens"] == n}
-            f, fb = get.get("triton-fwd-graph"), get.get("triton-fwd+bwd-graph")
-            if not (f and fb):
-                f, fb = get.get("triton-fwd"), get.get("triton-fwd+bwd")
             ref = get.get("ref-eager")
-            if f and fb:
-                bwd = fb - f
-                lines.append(f"| {h}×{d} | {n:,} | {f:.3f} | {bwd:.3f} | {bwd / f:.2f} | "
-                             + (f"{ref / f:.1f}" if ref else "–") + " |")
+            for layout, suffix in (("views", ""), ("dense", "-dense")):
+                f, fb = get.get(f"triton-fwd-graph{suffix}"), get.get(f"triton-fwd+bwd-graph{suffix}")
+                if not (f and fb) and not suffix:
+                    f, fb = get.get("triton-fwd"), get.get("triton-fwd+bwd")
+                if f and fb:
+                    bwd = fb - f
+                    lines.append(f"| {h}×{d} | {n:,} | {layout} | {f:.3f} | {bwd:.3f} | {bwd / f:.2f} | "
+                                 + (f"{ref / f:.1f}" if ref else "–") + " |")
     lines += ["", "## Training step (create_model('default', 4), Adam, bf16 autocast, eager)", "",
               "ms / step: the median of single steps (do_bench where a step takes under 100 ms); back to back: the "
               "mean over that many steps in a row (the host queues the next step while the GPU runs this one).",

@@ -1,7 +1,7 @@
 """Compile one of the attention kernels for sm_90 on a machine without a GPU and count its shared-memory
 traffic: a CPU-side look at what Nsight Compute measures on the H200, for trying kernel changes between GPU calls.
 
-    .venv/bin/python benchmarks/compile_sm90.py [--kernel fwd_reduce|fwd_reduce_rr|fwd_map|bwd_query|bwd_key] [--vec4 0|1]
+    .venv/bin/python benchmarks/compile_sm90.py [--kernel fwd_reduce|fwd_reduce_rr|fwd_map|fwd_map_pair|bwd_query|bwd_key] [--vec4 0|1]
         [--split 0|1] [--zacc 0|1] [--zdot 0|1] [--eye 0|1] [--block-n 64] [--warps 4] [--stages 2] [--maxnreg N]
         [--out DIR]
 
@@ -60,6 +60,7 @@ FLOATS = {"alpha", "lam", "tau", "eps"}
 KERNELS = {
     "fwd_reduce": (nala._fwd_reduce, "K V FREQ PART", (32, 1, 2, None)),
     "fwd_map": (nala._fwd_map, "Q STATE FREQ O", (64, 2, 2, None)),
+    "fwd_map_pair": (nala._fwd_map_pair, "Q STATE O", (*nala._PAIR_TILE, None)),
     "bwd_query": (nala._bwd_query, "Q DO STATE FREQ DQ PART", (16, 1, 2, None)),
     "bwd_key": (nala._bwd_key, "K V STATE DSTATE FREQ DK DV_", (64, 4, 2, None)),
     # the register reduce (nalasr_kernels.nala_rr): its own fixed plan, 32 tokens on one warp, 128 registers

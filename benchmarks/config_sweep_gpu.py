@@ -6,7 +6,8 @@
 A config is BLOCK_NxWARPSxSTAGES[xMAXNREG]. For every config × programs per SM × value of the --env switch, the
 pass's autotuner is replaced by that one config (the other passes keep theirs and their programs per SM), the
 forward (and for bwd_* passes the backward) runs from a CUDA graph, and torch.profiler gives each kernel's time.
-Inputs as benchmarks/kernel_diag_gpu.py (B = 1, 4 heads × 16, fp16, strided views of one projection). Prints one
+Inputs as benchmarks/kernel_diag_gpu.py (B = 1, 4 heads × 16, fp16, strided views of one projection, or with
+--layout dense separate contiguous tensors); fwd_map_pair (no autotuner) takes the config as nala._PAIR_TILE. Prints one
 line per combination and a table sorted by the pass's kernel time (with its combine); everything goes to --json.
 
     ... --pass combine --configs 32x256x4,8x1024x4 --chunks 254,1013 [--bh 4]
@@ -30,7 +31,7 @@ import triton
 from kernel_diag_gpu import HP, _inputs, graph_ms, kernel_us  # noqa: E402  (benchmarks/ is the script's directory)
 from nalasr_kernels import nala
 
-PASSES = ("fwd_reduce", "fwd_map", "bwd_query", "bwd_key", "combine")
+PASSES = ("fwd_reduce", "fwd_map", "fwd_map_pair", "bwd_query", "bwd_key", "combine")
 
 
 def parse_config(text: str) -> triton.Config:
@@ -72,6 +73,8 @@ def main() -> None:
     ap.add_argument("--ppsm", default="8")
     ap.add_argument("--env", default="", help="NAME=v1,v2: an environment switch to try at each value")
     ap.add_argument("--tokens", type=int, default=518_400)
+    ap.add_argument("--layout", default="qkvg", choices=["qkvg", "dense"],
+                    help="q, k, v as kernel_diag_gpu.py's inputs (fwd_map_pair runs on dense q only unless forced)")
     ap.add_argument("--quantum", default="", help="chunk quanta of the pass to try (nala._<PASS>_QUANTUM)")
     ap.add_argument("--chunks", default="254,1013", help="combine: chunks per (batch, head)")
     ap.add_argument("--bh", type=int, default=4, help="combine: (batch, head) pairs")
@@ -84,15 +87,17 @@ def main() -> None:
         for r in sorted(rows, key=lambda r: (r["chunks"], r["us"])):
             print(f"  chunks {r['chunks']:5d} {r['config']:12s} {r['us']:6.1f} µs")
         return
-    q, k, v, do = _inputs(a.tokens, "qkvg")
+    q, k, v, do = _inputs(a.tokens, a.layout)
     fwd = lambda: nala.nala_forward(q, k, v, *HP)  # noqa: E731
     _, state = fwd()
     bwd = lambda: nala.nala_backward(do, q, k, v, state, *HP)  # noqa: E731
     run = bwd if a.pas.startswith("bwd") else fwd
-    own = {"fwd_reduce": ("_fwd_reduce", "_combine"), "fwd_map": ("_fwd_map",),
+    own = {"fwd_reduce": ("_fwd_reduce", "_combine"), "fwd_map": ("_fwd_map",), "fwd_map_pair": ("_fwd_map_pair",),
            "bwd_query": ("_bwd_query", "_combine"), "bwd_key": ("_bwd_key",)}[a.pas]
     var, values = (a.env.split("=", 1)[0], a.env.split("=", 1)[1].split(",")) if a.env else (None, [None])
-    plain, tuned_name = getattr(nala, f"_{a.pas}"), f"_{a.pas}_tuned"
+    # the map over head pairs has no autotuner: its one config is nala._PAIR_TILE (tokens, warps, stages)
+    pair = a.pas == "fwd_map_pair"
+    plain, tuned_name = getattr(nala, f"_{a.pas}"), "_PAIR_TILE" if pair else f"_{a.pas}_tuned"
     # the map's plan has its own programs per SM with HALF2 (nala._map_half2): a sweep of the pass sets both
     ppsm_keys = ("fwd_map", "fwd_map_half2") if a.pas == "fwd_map" else (a.pas,)
     default_tuned, default_ppsm = getattr(nala, tuned_name), {k: nala._PROGRAMS_PER_SM[k] for k in ppsm_keys}
@@ -103,8 +108,11 @@ def main() -> None:
     for text, ppsm, value, quantum in itertools.product(a.configs.split(","), a.ppsm.split(","), values, quanta):
         if quantum is not None:
             setattr(nala, quantum_name, quantum)
-        tuned = nala._tuned(plain, [parse_config(text)], 1 << 20, default_tuned.keys)
-        setattr(nala, tuned_name, tuned)
+        if pair:
+            c = parse_config(text)
+            setattr(nala, tuned_name, (c.kwargs["BLOCK_N"], c.num_warps, c.num_stages))
+        else:
+            setattr(nala, tuned_name, nala._tuned(plain, [parse_config(text)], 1 << 20, default_tuned.keys))
         nala._PROGRAMS_PER_SM.update({k: int(ppsm) for k in ppsm_keys})
         if var:
             os.environ[var] = value

@@ -23,13 +23,14 @@ diag_ab() {
       --ppsm ${PPSM:-8} --parts attention,profile,registers >> $LOG 2>&1; say "diag $var=$a rc=$?"
   done
 }
+# LAYOUT (qkvg unless set): the q, k, v layout of diag_env and ab_old (kernel_diag_gpu.py --layout).
 # diag_env NAME VAR=VALUE...: attention times at 518K and 1M with those environment variables ($OUT/diag_NAME.json),
 # their figure lines (and the reduce's time) tagged NAME on the screen and in the log.
 diag_env() {
   local name=$1
   shift
   env "$@" timeout 60 python3 benchmarks/kernel_diag_gpu.py --json $OUT/diag_$name.json --sizes 518400,1036800 \
-    --ppsm 8 --parts attention,profile > $OUT/diag_$name.tmp 2>&1
+    --ppsm 8 --parts attention,profile --layout ${LAYOUT:-qkvg} > $OUT/diag_$name.tmp 2>&1
   say "diag $name ($*) rc=$?"
   grep -E "^ *(518400|1036800) new|_fwd_reduce_rr" $OUT/diag_$name.tmp | sed "s/^/$name: /" | tee -a $LOG
   rm -f $OUT/diag_$name.tmp
@@ -40,7 +41,7 @@ ab_old() {
   local round
   for round in $(seq $1); do
     timeout 100 python3 benchmarks/kernel_diag_gpu.py --json $OUT/ab_r$round.json --sizes 518400,1036800 --ppsm 8 \
-      --parts attention --old $2 > $OUT/ab.tmp 2>&1; say "ab round $round rc=$?"
+      --parts attention --old $2 --layout ${LAYOUT:-qkvg} > $OUT/ab.tmp 2>&1; say "ab round $round rc=$?"
     grep -E "^ *(518400|1036800) (new|old)" $OUT/ab.tmp | sed "s/^/r$round: /" | tee -a $LOG
   done
   rm -f $OUT/ab.tmp
@@ -80,13 +81,14 @@ for f in files:
     f.unlink()
 PY
 }
-# pass_times FILE...: the streaming passes' kernel times (µs: reduce, map, _bwd_query, _bwd_key) in each
+# pass_times FILE...: the streaming passes' kernel times (µs: reduce, map or pair map, _bwd_query, _bwd_key) in each
 # kernel_diag_gpu.py JSON, a line a file.
 pass_times() {
   python3 - "$@" <<'PY'
 import json, sys
 for path in sys.argv[1:]:
     us = {r["kernel"]: round(r["us_per_call"], 1) for r in json.load(open(path))["profile"]}
+    us.setdefault("_fwd_map", us.get("_fwd_map_pair"))  # the map over head pairs (nala._map_pair)
     print(path.split("/")[-1], *(us.get(k) for k in ("_fwd_reduce_rr", "_fwd_map", "_bwd_query", "_bwd_key")))
 PY
 }

@@ -56,6 +56,9 @@ def _cases() -> dict[str, dict]:
     out["bfloat16-train-B32-N4096-H4-D16"] = {**base, "dtype": "bfloat16", "B": 32, "N": 4096}
     out["bfloat16-train-B32-N4096-H4-D16-rope"] = {**base, "dtype": "bfloat16", "B": 32, "N": 4096, "rope": (64, 64)}
     out["float16-N1048576-H4-D16"] = {**base, "dtype": "float16", "N": 1048576}
+    # q, k, v separate contiguous tensors, as the model's four C-wide products give them: the two-head map
+    # (nala._map_pair).
+    out["float16-N518400-H4-D16-dense"] = {**base, "dtype": "float16", "N": 518400, "layout": "contiguous"}
     # Values with a common offset (the backward's cancellation, see nalasr_kernels.nala), at full size.
     out["float16-N518400-H4-D16-v-offset"] = {**base, "dtype": "float16", "N": 518400, "v_shift": 30.0}
     out["float16-N130321-H3-D16-rope-odd"] = {**base, "dtype": "float16", "N": 130321, "H": 3, "rope": (361, 361),

@@ -15,7 +15,7 @@ A config is BLOCK_NxWARPSxHEADSxHALF2: HEADS 2 stores half rows (64 bytes); HALF
 they shrank): 67.8 µs at best for four heads, 59.5 for two, against the landed map's 56.1-56.4. Session 25 (call 2):
 with HALF2 tiles four heads take 61.1-72.9 µs; two heads 54.4 at best on the benchmark's strided views (qkvg) against
 the landed HALF2 map's 53.4, but 49.1 with dense q (the model's layout since session 5) against its 51.9 (the landed
-map then at 36 programs an SM).
+map then at 36 programs an SM). Landed in session 26 as nala._fwd_map_pair (two heads, HALF2, dense q from 400K tokens).
 """
 
 from __future__ import annotations
@@ -30,16 +30,17 @@ import triton.language as tl
 
 from heads_group_gpu import HP, _head_state, _map_tile  # noqa: E402  (benchmarks/ is the script's directory)
 from nalasr_kernels import nala
-from nalasr_kernels.nala import _load_tile, _log2, _map_tile_h2, _slab, _token_rows, _z_mats
+from nalasr_kernels.nala import _load_tile, _log2, _query_h2, _slab, _state_h2, _token_rows
 
 
 @triton.jit
 def _head(STATE, bh, eps, HALF2: tl.constexpr):
     """One head's map operands: S halves (float16), z (vectors, or HALF2's matrices), the output factor and ε."""
-    s_c, s_s, z_c, z_s, up = _head_state(STATE, bh, 16, 16)
     if HALF2:
-        z_c, z_s, up, eps = _z_mats(z_c, z_s, up, eps, 16, 16)
-    return s_c, s_s, z_c, z_s, up, eps
+        return _state_h2(STATE, bh, eps, 16)
+    else:
+        s_c, s_s, z_c, z_s, up = _head_state(STATE, bh, 16, 16)
+        return s_c, s_s, z_c, z_s, up, eps
 
 
 @triton.jit
@@ -47,9 +48,7 @@ def _tile(x, s_c, s_s, z_c, z_s, up, eps, alpha, lga, lam, tau, APPROX: tl.const
           HALF2: tl.constexpr):
     """o (BLOCK_N, 16) float32 of one head's query tile x: _fwd_map's loop body, float32 or HALF2 features."""
     if HALF2:
-        xf = x.to(tl.float32)
-        ss = tl.sum(xf * xf, axis=1)
-        return _map_tile_h2(xf, ss, tl.rsqrt(ss + 1e-12), s_c, s_s, z_c, z_s, up, eps, alpha, lga, lam, tau, APPROX)
+        return _query_h2(x, s_c, s_s, z_c, z_s, up, eps, alpha, lga, lam, tau, APPROX)
     else:
         return _map_tile(x, s_c, s_s, z_c, z_s, up, alpha, lga, lam, tau, eps, APPROX, CLAMP)
 

@@ -778,6 +778,66 @@ def _fwd_map(
                  mask=nmask[:, None] & emask[None, :])
 
 
+@triton.jit
+def _state_h2(STATE, bh, eps, BD: tl.constexpr):
+    """HALF2's map operands of one (b, h) (BD = BDV): the float16 S halves, the z matrices and the rescaled output
+    factor and ε (_f16_state, _z_mats)."""
+    s_c, s_s, z_c, z_s = _load_state(STATE, bh, BD, BD)
+    s_c, s_s, up = _f16_state(s_c, s_s)
+    zc_mat, zs_mat, up, eps = _z_mats(z_c, z_s, up, eps, BD, BD)
+    return s_c, s_s, zc_mat, zs_mat, up, eps
+
+
+@triton.jit
+def _query_h2(x, s_c, s_s, zc_mat, zs_mat, up, eps, alpha, lga, lam, tau, APPROX: tl.constexpr):
+    """o (BLOCK_N, BD) float32 of one query tile x as loaded (BLOCK_N, BD), HALF2's features (_map_tile_h2)."""
+    xf = x.to(tl.float32)
+    ss = tl.sum(xf * xf, axis=1)
+    return _map_tile_h2(xf, ss, tl.rsqrt(ss + 1e-12), s_c, s_s, zc_mat, zs_mat, up, eps, alpha, lga, lam, tau, APPROX)
+
+
+@triton.jit(do_not_specialize=["N"])
+def _fwd_map_pair(
+    Q, STATE, O,
+    N, H, CHUNK,
+    sq_b, sq_n, sq_h, sq_d, so_b, so_n,
+    alpha, lam, tau, eps,
+    BD: tl.constexpr, APPROX: tl.constexpr, OFFS64: tl.constexpr, BLOCK_N: tl.constexpr, PDL: tl.constexpr = False,
+):
+    """_fwd_map with HALF2 over the two heads 2·program_id(0), 2·program_id(0) + 1 of one chunk of queries (see
+    _map_pair): D = DV = BD, o's heads side by side with unit-stride dims (nala_forward's contiguous o), so a token's
+    two outputs go out as one (2·BD)-element store, 64 bytes at 16 dims, where one head a program stores 32 bytes of
+    each 128-byte row (the map's stream floor 44.5 µs at 518K with those stores, 38.8-39.1 with 64-byte ones,
+    benchmarks/results/h200/session19/call4, call6)."""
+    pid_p = tl.program_id(0)
+    pid_c = tl.program_id(1)
+    pid_b = tl.program_id(2)
+    h0 = 2 * pid_p
+    offs_d = tl.arange(0, BD)
+    dmask = offs_d < BD
+    offs_o = tl.arange(0, 2 * BD)
+    qa = _slab(Q, pid_b, h0, sq_b, sq_h)
+    qb = qa + sq_h
+    o_base = _slab(O, pid_b, h0, so_b, BD)
+    start, end = _chunk(pid_c, CHUNK, N)
+    xa_next = _load_tile(qa, start, end, sq_n, offs_d, sq_d, dmask, BLOCK_N, OFFS64)
+    xb_next = _load_tile(qb, start, end, sq_n, offs_d, sq_d, dmask, BLOCK_N, OFFS64)
+    _pdl_wait(PDL)  # STATE comes from the combine before
+    sca, ssa, zca, zsa, upa, epa = _state_h2(STATE, pid_b * H + h0, eps, BD)
+    scb, ssb, zcb, zsb, upb, epb = _state_h2(STATE, pid_b * H + h0 + 1, eps, BD)
+    lga = _log2(tl.abs(alpha))
+    for n0 in tl.range(start, end, BLOCK_N):
+        offs_n, nmask, rows = _token_rows(n0, end, BLOCK_N, OFFS64)
+        xa = xa_next
+        xb = xb_next
+        xa_next = _load_tile(qa, n0 + BLOCK_N, end, sq_n, offs_d, sq_d, dmask, BLOCK_N, OFFS64)
+        xb_next = _load_tile(qb, n0 + BLOCK_N, end, sq_n, offs_d, sq_d, dmask, BLOCK_N, OFFS64)
+        oa = _query_h2(xa, sca, ssa, zca, zsa, upa, epa, alpha, lga, lam, tau, APPROX)
+        ob = _query_h2(xb, scb, ssb, zcb, zsb, upb, epb, alpha, lga, lam, tau, APPROX)
+        o = tl.reshape(tl.permute(tl.join(oa, ob), (0, 2, 1)), (BLOCK_N, 2 * BD))  # column BD·head + dim
+        tl.store(o_base + rows[:, None] * so_n + offs_o[None, :], o.to(O.dtype.element_ty), mask=nmask[:, None])
+
+
 @triton.jit(do_not_specialize=["N", "W", "n_chunks", "N_BUCKET"])
 def _bwd_query(
     Q, DO, STATE, FREQ, DQ, PART,
@@ -1058,6 +1118,9 @@ _MAX_BLOCK_N = 256  # chunks are multiples of this, so every config tiles a chun
 _BWD_QUERY_QUANTUM = 64
 _BWD_KEY_QUANTUM = 64  # its autotuner's pick at 518K is 64 tokens too (see _PROGRAMS_PER_SM)
 _FWD_MAP_QUANTUM = 64  # its pick's tile (64 tokens on 2 warps); see _PROGRAMS_PER_SM
+_PAIR_TILE = (32, 1, 3)  # _fwd_map_pair's tokens a tile, warps and stages
+_FWD_MAP_PAIR_QUANTUM = 32  # its chunks: multiples of its tile
+_PAIR_MIN_ROWS = 800_000  # (token, head pair) rows from which _map_pair takes it: 400K tokens of 4 heads (see there)
 _TUNE_KEY = ["N_BUCKET", "D", "DV", "ROPE"]
 
 
@@ -1117,20 +1180,24 @@ _bwd_key_tuned = _tuned(_bwd_key, _BWD_CONFIGS, 8)
 # forward's combine took 6.2 µs at 32, every sweep of sessions 13-14). At 518K on the H200 (session 15,
 # call4/sweep_r16.json): reduce + combine 71.9 + 2.8 µs at 16 against 71.3 + 6.3 at 32, the forward graph 137.5
 # against 143.0 µs (16 tokens a program: 75.4 + 2.8 against 79.6 + 5.2).
-# NALASR_PROGRAMS_PER_SM_<PASS> (FWD_REDUCE, FWD_MAP, FWD_MAP_HALF2, BWD_QUERY, BWD_KEY) sets one, for the sweeps of
-# benchmarks/config_sweep_gpu.py and kernel_diag_gpu.py.
+# NALASR_PROGRAMS_PER_SM_<PASS> (FWD_REDUCE, FWD_MAP, FWD_MAP_HALF2, FWD_MAP_PAIR, BWD_QUERY, BWD_KEY) sets one, for
+# the sweeps of benchmarks/config_sweep_gpu.py and kernel_diag_gpu.py.
 # _bwd_key took 32 from session 16 (126.8 against 128.5 µs at 24; 64 tokens, 4 warps, 2 stages,
 # benchmarks/results/h200/session16/call5/sweep_k_pp.json) and takes 8 with 64-token chunk rounding since session 20:
 # 1,984-token chunks, 1,048 programs in two full waves of its 4 programs an SM, where 32 left 4,052 in 7.7. The
 # backward at 518K 281.2 against 285.8-287.2 µs, at 1M 558.5 against 560.1-564.4
 # (benchmarks/results/h200/session20/call6/bwd_key_plans.json).
+# fwd_map_pair: 16 of _fwd_map_pair's one-warp programs (118 registers) fill an SM, so 16 is one wave (2,026 programs
+# of 512 tokens at 518K). On the H200 at 518K, dense q: the map 49.3 µs at 16 against 51.9 / 61.1 / 53.6 / 50.3 at
+# 12 / 17 / 24 / 34 (17: a second wave); 32 tokens on 1 warp with 2 or 3 stages 49.6-49.8, 16 tokens 51.4, 64 on 2
+# warps (8 an SM) 51.3, chunk quanta of 8, 16 or 32 tokens the same (benchmarks/results/h200/session26/call1-2).
 # fwd_map_half2: _fwd_map with HALF2 (see _map_half2) takes 66 registers, so 14 of its 2-warp programs fit an SM and 28
 # is two whole waves. At 518K on the H200, twice: the map 52.0 / 52.2 µs against 53.7 / 53.3 at 36 (42: 52.7 / 52.4,
 # 48: 52.6 / 52.7, 56: 53.3 / 53.2), the forward graph 108.0 / 107.6 against 109.1 / 108.5
 # (benchmarks/results/h200/session25/call3).
 _PROGRAMS_PER_SM = {name: int(os.environ.get(f"NALASR_PROGRAMS_PER_SM_{name.upper()}", default))
-                    for name, default in (("fwd_reduce", 16), ("fwd_map", 36), ("fwd_map_half2", 28), ("bwd_query", 8),
-                                          ("bwd_key", 8))}
+                    for name, default in (("fwd_reduce", 16), ("fwd_map", 36), ("fwd_map_half2", 28),
+                                          ("fwd_map_pair", 16), ("bwd_query", 8), ("bwd_key", 8))}
 
 
 # ================================================================================================ host side
@@ -1413,6 +1480,27 @@ def _map_half2(q: Tensor, f16: bool, fastmag: bool, alpha: float) -> bool:
             and _forced("NALASR_MAP_HALF2", ("0", "1")) != "0")
 
 
+def _map_pair(q: Tensor, half: bool, h: int, d: int, dv: int, bd: int) -> bool:
+    """Whether the map takes two heads a program (_fwd_map_pair): HALF2, an even head count, D = DV = BD, q's token
+    rows holding exactly its H·D elements (the model's own q: its four C-wide products make q, k, v separate contiguous
+    tensors) and at least _PAIR_MIN_ROWS (token, head pair) rows. NALASR_MAP_PAIR=0 turns it off, =1 takes it for any
+    size and q layout where the kernel applies.
+    On the H200 at 518K with dense q, k, v (benchmarks/results/h200/session26): the map 49.3-50.2 µs (calls 1-3)
+    against 51.3 for the one-head map (call 1); the forward against the previous head, 5 A/B rounds in one process
+    over two calls, 2,507-2,537 GB/s against 2,501-2,517 (59.1-59.8% of the 4,243 GB/s copy), and at 1M 2,713-2,736
+    against 2,629-2,649. Below that size its one-warp programs, whose chunks the plan keeps at 256 tokens or more,
+    are too few to fill the SMs and each runs 8 or more tiles in series: the table's forward graph took 0.037 /
+    0.040 / 0.050 / 0.065 ms at 4K / 49K / 131K / 262K tokens with it, against 0.022 / 0.025 / 0.043 / 0.067 on the
+    strided views with the one-head map (call 4)."""
+    forced = _forced("NALASR_MAP_PAIR", ("0", "1"))
+    if forced == "0" or not (half and h % 2 == 0 and d == dv == bd):
+        return False
+    if forced == "1":
+        return True
+    dense = q.stride(3) == 1 and q.stride(2) == d and q.stride(1) == h * d
+    return dense and q.shape[0] * q.shape[1] * (h // 2) >= _PAIR_MIN_ROWS
+
+
 def _centred(rope: bool, prec_g: str) -> bool:
     """Whether the backward centres the values (see "Conditioning of the backward"): tf32 products without RoPE.
     Centring float32 inputs too (tf32x3) took the N = 1 float32 case from 1.56 to 1.44 times its dq/dk tolerance
@@ -1502,14 +1590,22 @@ def nala_forward(q: Tensor, k: Tensor, v: Tensor, lam: float, tau: float, alpha:
         _combine_launch(part, state, b * h, n_chunks, 1.0 / n, state_n, pdl)
         fastmag, f16 = _fastmag(approx, lam, tau, alpha), _map_f16(prec, rope)
         half = _map_half2(q, f16, fastmag, alpha)
-        chunk, n_chunks = _plan(n, b * h, dev, _PROGRAMS_PER_SM["fwd_map_half2" if half else "fwd_map"],
-                                _FWD_MAP_QUANTUM)
-        _launch(_fwd_map_tuned, _fwd_map, (h, n_chunks, b),
-                q, state, freq, o, n, max(rope_w, 1), h, chunk, bucket,
-                *q.stride(), *o.stride(), float(alpha), float(lam), float(tau), float(eps),
-                D=d, DV=dv, BD=bd, BDV=bdv, ROPE=rope, PREC=prec, APPROX=approx, OFFS64=_offs64(n, q, o),
-                FASTMAG=fastmag, F16=f16, CLAMP=clamp, PDL=pdl, HALF2=half,
-                **_pdl_kw(pdl))
+        if _map_pair(q, half, h, d, dv, bd):
+            block_n, warps, stages = (int(_CONFIG["BLOCK_N"]), 1, 3) if _CONFIG is not None else _PAIR_TILE
+            chunk, n_chunks = _plan(n, b * h // 2, dev, _PROGRAMS_PER_SM["fwd_map_pair"], _FWD_MAP_PAIR_QUANTUM)
+            _fwd_map_pair[(h // 2, n_chunks, b)](
+                q, state, o, n, h, chunk, *q.stride(), o.stride(0), o.stride(1),
+                float(alpha), float(lam), float(tau), float(eps), BD=bd, APPROX=approx, OFFS64=_offs64(n, q, o),
+                BLOCK_N=block_n, PDL=pdl, num_warps=warps, num_stages=stages, **_pdl_kw(pdl))
+        else:
+            chunk, n_chunks = _plan(n, b * h, dev, _PROGRAMS_PER_SM["fwd_map_half2" if half else "fwd_map"],
+                                    _FWD_MAP_QUANTUM)
+            _launch(_fwd_map_tuned, _fwd_map, (h, n_chunks, b),
+                    q, state, freq, o, n, max(rope_w, 1), h, chunk, bucket,
+                    *q.stride(), *o.stride(), float(alpha), float(lam), float(tau), float(eps),
+                    D=d, DV=dv, BD=bd, BDV=bdv, ROPE=rope, PREC=prec, APPROX=approx, OFFS64=_offs64(n, q, o),
+                    FASTMAG=fastmag, F16=f16, CLAMP=clamp, PDL=pdl, HALF2=half,
+                    **_pdl_kw(pdl))
     return o, state
 
 
