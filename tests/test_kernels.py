@@ -301,9 +301,9 @@ def run_extras(device: str) -> dict:
             out[f"{switch.lower()}_{dtype}"] = max(switch_errors(switch, dtype, device)) <= SWITCH_TOL[dtype]
     out["map_f16_float16"] = max(switch_errors("NALASR_MAP_F16", "float16", device)) <= MAP_F16_TOL
     out["map_half2_float16"] = max(switch_errors("NALASR_MAP_HALF2", "float16", device)) <= MAP_HALF2_TOL
-    # NALASR_MAP_PAIR=1 takes the map over head pairs on batch3's strided q as well (the rule's default takes it for
-    # dense q only): the same math on other tiles, so other float32 roundings at most. A head's output written to
-    # its neighbour's columns is off by O(1). Taken exactly in the forced run.
+    # NALASR_MAP_PAIR=1 takes the map over head pairs on batch3's strided q and small size as well (the rule's
+    # default takes it for dense q from 400K tokens): the same math on other tiles, so other float32 roundings at
+    # most. A head's output written to its neighbour's columns is off by O(1). Taken exactly in the forced run.
     rule, taken = K._map_pair, []
 
     def recorded(*args):
