@@ -60,7 +60,7 @@ FLOATS = {"alpha", "lam", "tau", "eps"}
 KERNELS = {
     "fwd_reduce": (nala._fwd_reduce, "K V FREQ PART", (32, 1, 2, None)),
     "fwd_map": (nala._fwd_map, "Q STATE FREQ O", (64, 2, 2, None)),
-    "fwd_map_pair": (nala._fwd_map_pair, "Q STATE O", (*nala._PAIR_TILE, None)),
+    "fwd_map_pair": (nala._fwd_map_pair, "Q STATE O", nala._PAIR_TILE),
     "bwd_query": (nala._bwd_query, "Q DO STATE FREQ DQ PART", (16, 1, 2, None)),
     "bwd_key": (nala._bwd_key, "K V STATE DSTATE FREQ DK DV_", (64, 4, 2, None)),
     # the register reduce (nalasr_kernels.nala_rr): its own fixed plan, 32 tokens on one warp, 128 registers

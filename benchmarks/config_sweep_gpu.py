@@ -95,7 +95,7 @@ def main() -> None:
     own = {"fwd_reduce": ("_fwd_reduce", "_combine"), "fwd_map": ("_fwd_map",), "fwd_map_pair": ("_fwd_map_pair",),
            "bwd_query": ("_bwd_query", "_combine"), "bwd_key": ("_bwd_key",)}[a.pas]
     var, values = (a.env.split("=", 1)[0], a.env.split("=", 1)[1].split(",")) if a.env else (None, [None])
-    # the map over head pairs has no autotuner: its one config is nala._PAIR_TILE (tokens, warps, stages)
+    # the map over head pairs has no autotuner: its one config is nala._PAIR_TILE (tokens, warps, stages, cap)
     pair = a.pas == "fwd_map_pair"
     plain, tuned_name = getattr(nala, f"_{a.pas}"), "_PAIR_TILE" if pair else f"_{a.pas}_tuned"
     # the map's plan has its own programs per SM with HALF2 (nala._map_half2): a sweep of the pass sets both
@@ -110,7 +110,7 @@ def main() -> None:
             setattr(nala, quantum_name, quantum)
         if pair:
             c = parse_config(text)
-            setattr(nala, tuned_name, (c.kwargs["BLOCK_N"], c.num_warps, c.num_stages))
+            setattr(nala, tuned_name, (c.kwargs["BLOCK_N"], c.num_warps, c.num_stages, c.maxnreg))
         else:
             setattr(nala, tuned_name, nala._tuned(plain, [parse_config(text)], 1 << 20, default_tuned.keys))
         nala._PROGRAMS_PER_SM.update({k: int(ppsm) for k in ppsm_keys})

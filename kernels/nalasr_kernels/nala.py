@@ -1118,7 +1118,9 @@ _MAX_BLOCK_N = 256  # chunks are multiples of this, so every config tiles a chun
 _BWD_QUERY_QUANTUM = 64
 _BWD_KEY_QUANTUM = 64  # its autotuner's pick at 518K is 64 tokens too (see _PROGRAMS_PER_SM)
 _FWD_MAP_QUANTUM = 64  # its pick's tile (64 tokens on 2 warps); see _PROGRAMS_PER_SM
-_PAIR_TILE = (32, 1, 3)  # _fwd_map_pair's tokens a tile, warps and stages
+# _fwd_map_pair's tokens a tile, warps, stages and register cap (None: ptxas's 118, 16 programs an SM; offline it fits
+# 104 without spills, 676 instead of 659 loop instructions, which would let 19 fit: not measured yet)
+_PAIR_TILE: tuple[int, int, int, int | None] = (32, 1, 3, None)
 _FWD_MAP_PAIR_QUANTUM = 32  # its chunks: multiples of its tile
 _PAIR_MIN_ROWS = 800_000  # (token, head pair) rows from which _map_pair takes it: 400K tokens of 4 heads (see there)
 _TUNE_KEY = ["N_BUCKET", "D", "DV", "ROPE"]
@@ -1591,12 +1593,13 @@ def nala_forward(q: Tensor, k: Tensor, v: Tensor, lam: float, tau: float, alpha:
         fastmag, f16 = _fastmag(approx, lam, tau, alpha), _map_f16(prec, rope)
         half = _map_half2(q, f16, fastmag, alpha)
         if _map_pair(q, half, h, d, dv, bd):
-            block_n, warps, stages = (int(_CONFIG["BLOCK_N"]), 1, 3) if _CONFIG is not None else _PAIR_TILE
+            block_n, warps, stages, cap = (int(_CONFIG["BLOCK_N"]), 1, 3, None) if _CONFIG is not None else _PAIR_TILE
             chunk, n_chunks = _plan(n, b * h // 2, dev, _PROGRAMS_PER_SM["fwd_map_pair"], _FWD_MAP_PAIR_QUANTUM)
             _fwd_map_pair[(h // 2, n_chunks, b)](
                 q, state, o, n, h, chunk, *q.stride(), o.stride(0), o.stride(1),
                 float(alpha), float(lam), float(tau), float(eps), BD=bd, APPROX=approx, OFFS64=_offs64(n, q, o),
-                BLOCK_N=block_n, PDL=pdl, num_warps=warps, num_stages=stages, **_pdl_kw(pdl))
+                BLOCK_N=block_n, PDL=pdl, num_warps=warps, num_stages=stages, **_pdl_kw(pdl),
+                **({"maxnreg": cap} if cap and not _INTERPRET else {}))
         else:
             chunk, n_chunks = _plan(n, b * h, dev, _PROGRAMS_PER_SM["fwd_map_half2" if half else "fwd_map"],
                                     _FWD_MAP_QUANTUM)
