@@ -1,8 +1,10 @@
 """When each attention kernel starts and ends inside a forward and a backward: where the time between the passes goes.
 
     PYTHONPATH=.:kernels python benchmarks/timeline_gpu.py --json OUT.json [--sizes 518400,1036800] [--reps 10]
+        [--layout qkvg|dense]
 
-Inputs as benchmarks/kernel_diag_gpu.py (B = 1, 4 heads × 16, fp16, strided views of one projection). A sleep kernel
+Inputs as benchmarks/kernel_diag_gpu.py (B = 1, 4 heads × 16, fp16, strided views of one projection, or with
+--layout dense separate contiguous tensors). A sleep kernel
 holds the GPU while the host queues ``reps`` calls, so they run back to back as from a CUDA graph (the host's launch
 work, ~0.2 ms a forward, is slower than the GPU's at 518K); torch.profiler gives every kernel's start and end. Per
 size and direction it prints, as medians over the calls, each kernel's start and end (µs from the call's first
@@ -77,10 +79,12 @@ def main() -> int:
     ap.add_argument("--json", type=Path, required=True)
     ap.add_argument("--sizes", default="518400,1036800")
     ap.add_argument("--reps", type=int, default=10)
+    ap.add_argument("--layout", default="qkvg", choices=["qkvg", "dense"],
+                    help="q, k, v as kernel_diag_gpu.py's inputs (dense: the model's, where the pair map runs)")
     a = ap.parse_args()
     res = {"device": torch.cuda.get_device_name(), "sizes": {}}
     for n in (int(s) for s in a.sizes.split(",")):
-        q, k, v, do = _inputs(n, "qkvg")
+        q, k, v, do = _inputs(n, a.layout)
         fwd = lambda: nala.nala_forward(q, k, v, *HP)  # noqa: E731
         _, state = fwd()
         bwd = lambda: nala.nala_backward(do, q, k, v, state, *HP)  # noqa: E731
