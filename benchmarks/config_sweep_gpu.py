@@ -76,6 +76,7 @@ def main() -> None:
     ap.add_argument("--layout", default="qkvg", choices=["qkvg", "dense"],
                     help="q, k, v as kernel_diag_gpu.py's inputs (fwd_map_pair runs on dense q only unless forced)")
     ap.add_argument("--quantum", default="", help="chunk quanta of the pass to try (nala._<PASS>_QUANTUM)")
+    ap.add_argument("--min-chunk", default="", help="smallest chunks of a map pass to try (nala._<PASS>_MIN_CHUNK)")
     ap.add_argument("--chunks", default="254,1013", help="combine: chunks per (batch, head)")
     ap.add_argument("--bh", type=int, default=4, help="combine: (batch, head) pairs")
     ap.add_argument("--json", type=Path, required=True)
@@ -105,9 +106,15 @@ def main() -> None:
     quantum_name = f"_{a.pas.upper()}_QUANTUM"
     default_quantum = getattr(nala, quantum_name, None)
     quanta = [int(x) for x in a.quantum.split(",")] if a.quantum else [default_quantum]
-    for text, ppsm, value, quantum in itertools.product(a.configs.split(","), a.ppsm.split(","), values, quanta):
+    minimum_name = f"_{a.pas.upper()}_MIN_CHUNK"
+    default_minimum = getattr(nala, minimum_name, None)
+    minima = [int(x) for x in a.min_chunk.split(",")] if a.min_chunk else [default_minimum]
+    for text, ppsm, value, quantum, minimum in itertools.product(a.configs.split(","), a.ppsm.split(","), values,
+                                                                 quanta, minima):
         if quantum is not None:
             setattr(nala, quantum_name, quantum)
+        if minimum is not None:
+            setattr(nala, minimum_name, minimum)
         if pair:
             c = parse_config(text)
             setattr(nala, tuned_name, (c.kwargs["BLOCK_N"], c.num_warps, c.num_stages, c.maxnreg))
@@ -117,7 +124,7 @@ def main() -> None:
         if var:
             os.environ[var] = value
         r = {"pass": a.pas, "config": text, "ppsm": int(ppsm), "env": f"{var}={value}" if var else "",
-             "tokens": a.tokens, "quantum": quantum}
+             "tokens": a.tokens, "quantum": quantum, "min_chunk": minimum}
         try:
             before = compiled(plain)
             run()
@@ -130,7 +137,7 @@ def main() -> None:
             r["pass_us"] = sum(us for name, us in r["kernels_us"].items() if name.startswith(own))
             # None when the variant was compiled before the sweep (by the default run that sets up the state)
             r["n_regs"], r["n_spills"] = regs.get((text, value), (None, None))
-            print(f"{a.pas} {text:12s} ppsm {ppsm:>3s} q {quantum} {r['env']:18s} | pass {r['pass_us']:7.1f} µs | "
+            print(f"{a.pas} {text:12s} ppsm {ppsm:>3s} q {quantum} min {minimum} {r['env']:18s} | pass {r['pass_us']:7.1f} µs | "
                   f"{'fwd' if run is fwd else 'bwd'} graph {r['graph_ms'] * 1e3:7.1f} µs | regs {r['n_regs']} "
                   f"spills {r['n_spills']} | " + " ".join(f"{n} {us:.1f}" for n, us in sorted(r["kernels_us"].items())),
                   flush=True)
@@ -142,12 +149,15 @@ def main() -> None:
     nala._PROGRAMS_PER_SM.update(default_ppsm)
     if default_quantum is not None:
         setattr(nala, quantum_name, default_quantum)
+    if default_minimum is not None:
+        setattr(nala, minimum_name, default_minimum)
     a.json.parent.mkdir(parents=True, exist_ok=True)
     a.json.write_text(json.dumps({"rows": rows, "device": torch.cuda.get_device_name(),
                                   "triton": triton.__version__}, indent=1))
     print(f"\n{a.pas} at {a.tokens} tokens, best first:")
     for r in sorted((r for r in rows if "pass_us" in r), key=lambda r: r["pass_us"]):
-        print(f"  {r['config']:12s} ppsm {r['ppsm']:3d} q {r['quantum']} {r['env']:18s} {r['pass_us']:7.1f} µs  "
+        print(f"  {r['config']:12s} ppsm {r['ppsm']:3d} q {r['quantum']} min {r['min_chunk']} {r['env']:18s} "
+              f"{r['pass_us']:7.1f} µs  "
               f"(graph {r['graph_ms'] * 1e3:.1f} µs, regs {r['n_regs']})")
 
 

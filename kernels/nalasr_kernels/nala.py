@@ -1122,6 +1122,10 @@ _FWD_MAP_QUANTUM = 64  # its pick's tile (64 tokens on 2 warps); see _PROGRAMS_P
 # 104 without spills, 676 instead of 659 loop instructions, which would let 19 fit: not measured yet)
 _PAIR_TILE: tuple[int, int, int, int | None] = (32, 1, 3, None)
 _FWD_MAP_PAIR_QUANTUM = 32  # its chunks: multiples of its tile
+# The map passes' smallest chunks (they write no partials, so only the small sizes' program count depends on it): the
+# 256 tokens of every pass so far; config_sweep_gpu.py --min-chunk tries others.
+_FWD_MAP_MIN_CHUNK = _MAX_BLOCK_N
+_FWD_MAP_PAIR_MIN_CHUNK = _MAX_BLOCK_N
 _PAIR_MIN_ROWS = 800_000  # (token, head pair) rows from which _map_pair takes it: 400K tokens of 4 heads (see there)
 _TUNE_KEY = ["N_BUCKET", "D", "DV", "ROPE"]
 
@@ -1226,9 +1230,10 @@ def _sms(device: torch.device) -> int:
     return _cuda_props(device).multi_processor_count
 
 
-def _plan(n: int, bh: int, device: torch.device, per_sm: int, quantum: int = _MAX_BLOCK_N) -> tuple[int, int]:
+def _plan(n: int, bh: int, device: torch.device, per_sm: int, quantum: int = _MAX_BLOCK_N,
+          minimum: int = _MAX_BLOCK_N) -> tuple[int, int]:
     """(tokens per program, number of chunks) for a pass over n tokens of bh (batch, head) pairs, aiming at
-    ``per_sm`` programs per SM: chunks of at least _MAX_BLOCK_N tokens (fewer partials to combine at small n),
+    ``per_sm`` programs per SM: chunks of at least ``minimum`` tokens (fewer partials to combine at small n),
     rounded up to a multiple of ``quantum``. A finer quantum than the tile of the widest config fills the wave more
     closely: the register reduce (nala_rr.TILE_TOKENS) at 518K takes 992-token chunks, 2,092 programs for 2,112
     places, against 1,024 (2,028): 55.4-55.7 against 57.2-57.4 µs (benchmarks/results/h200/session20/call1-2)."""
@@ -1238,7 +1243,7 @@ def _plan(n: int, bh: int, device: torch.device, per_sm: int, quantum: int = _MA
     else:
         target = max(1, -(-_sms(device) * per_sm // bh))  # chunks per (b, h)
         chunk = -(-n // target)
-        chunk = max(_MAX_BLOCK_N, -(-chunk // quantum) * quantum)
+        chunk = max(minimum, -(-chunk // quantum) * quantum)
     return chunk, -(-n // chunk)
 
 
@@ -1594,7 +1599,8 @@ def nala_forward(q: Tensor, k: Tensor, v: Tensor, lam: float, tau: float, alpha:
         half = _map_half2(q, f16, fastmag, alpha)
         if _map_pair(q, half, h, d, dv, bd):
             block_n, warps, stages, cap = (int(_CONFIG["BLOCK_N"]), 1, 3, None) if _CONFIG is not None else _PAIR_TILE
-            chunk, n_chunks = _plan(n, b * h // 2, dev, _PROGRAMS_PER_SM["fwd_map_pair"], _FWD_MAP_PAIR_QUANTUM)
+            chunk, n_chunks = _plan(n, b * h // 2, dev, _PROGRAMS_PER_SM["fwd_map_pair"], _FWD_MAP_PAIR_QUANTUM,
+                                    _FWD_MAP_PAIR_MIN_CHUNK)
             _fwd_map_pair[(h // 2, n_chunks, b)](
                 q, state, o, n, h, chunk, *q.stride(), o.stride(0), o.stride(1),
                 float(alpha), float(lam), float(tau), float(eps), BD=bd, APPROX=approx, OFFS64=_offs64(n, q, o),
@@ -1602,7 +1608,7 @@ def nala_forward(q: Tensor, k: Tensor, v: Tensor, lam: float, tau: float, alpha:
                 **({"maxnreg": cap} if cap and not _INTERPRET else {}))
         else:
             chunk, n_chunks = _plan(n, b * h, dev, _PROGRAMS_PER_SM["fwd_map_half2" if half else "fwd_map"],
-                                    _FWD_MAP_QUANTUM)
+                                    _FWD_MAP_QUANTUM, _FWD_MAP_MIN_CHUNK)
             _launch(_fwd_map_tuned, _fwd_map, (h, n_chunks, b),
                     q, state, freq, o, n, max(rope_w, 1), h, chunk, bucket,
                     *q.stride(), *o.stride(), float(alpha), float(lam), float(tau), float(eps),
