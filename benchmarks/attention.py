@@ -53,6 +53,7 @@ TOKENS = [4096, 16384, 49152, 131072, 262144, 518400, 1048576]
 HEADS = [(4, 16), (3, 16), (6, 16)]
 PROVIDERS = ["triton-fwd", "triton-fwd-graph", "triton-fwd+bwd", "triton-fwd+bwd-graph", "triton-fwd-graph-dense",
              "triton-fwd+bwd-graph-dense", "ref-eager", "ref-eager-fwd+bwd", "ref-compile", "sdpa-flash", "softmax-mat"]
+_W = max(map(len, PROVIDERS))  # the provider column of the printed lines
 SOFTMAX_MAT_LIMIT = 100 * GIB
 SLOW_CALL_S = 2.5  # a provider whose single call is predicted longer than this is skipped at that size
 
@@ -364,9 +365,9 @@ def _fmt_bytes(v) -> str:
 
 def _row_line(r: dict) -> str:
     if r["ms"] is None:
-        return f"{r['provider']:26s} {r['heads']}×{r['head_dim']:<3d} N={r['tokens']:>8d}  {r['note']}"
+        return f"{r['provider']:{_W}s} {r['heads']}×{r['head_dim']:<3d} N={r['tokens']:>8d}  {r['note']}"
     pct = f"{r['pct_copy']:5.1f}%" if r["pct_copy"] is not None else "   – "
-    return (f"{r['provider']:26s} {r['heads']}×{r['head_dim']:<3d} N={r['tokens']:>8d}  {r['ms']:10.3f} ms "
+    return (f"{r['provider']:{_W}s} {r['heads']}×{r['head_dim']:<3d} N={r['tokens']:>8d}  {r['ms']:10.3f} ms "
             f"{r['gbs']:8.1f} GB/s {pct}  peak {_fmt_bytes(r['peak_extra_bytes'])}")
 
 
@@ -425,13 +426,13 @@ def markdown(meta: dict, rows: list[dict], train: list[dict]) -> str:
 
 
 def summary_table(rows: list[dict], train: list[dict]) -> str:
-    out = [f"{'provider':26s} {'heads':5s} {'tokens':>9s} {'ms':>10s} {'GB/s':>8s} {'%copy':>6s} {'peak':>10s}"]
+    out = [f"{'provider':{_W}s} {'heads':5s} {'tokens':>9s} {'ms':>10s} {'GB/s':>8s} {'%copy':>6s} {'peak':>10s}"]
     for r in rows:
         if r["ms"] is None:
-            out.append(f"{r['provider']:26s} {r['heads']}×{r['head_dim']:<3d} {r['tokens']:>9d}  {r['note']}")
+            out.append(f"{r['provider']:{_W}s} {r['heads']}×{r['head_dim']:<3d} {r['tokens']:>9d}  {r['note']}")
         else:
             pct = f"{r['pct_copy']:5.1f}%" if r["pct_copy"] is not None else "    –"
-            out.append(f"{r['provider']:26s} {r['heads']}×{r['head_dim']:<3d} {r['tokens']:>9d} {r['ms']:10.3f} "
+            out.append(f"{r['provider']:{_W}s} {r['heads']}×{r['head_dim']:<3d} {r['tokens']:>9d} {r['ms']:10.3f} "
                        f"{r['gbs']:8.1f} {pct} {_fmt_bytes(r['peak_extra_bytes']):>10s}")
     for r in train:
         out.append(f"train step {r['backend']:9s} B={r['batch']} LR {r['lr_size']}: "

@@ -14,17 +14,11 @@ from unittest import mock
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
-from test_kernels import switch_errors  # noqa: E402
-
-from nalasr_kernels import nala as K
-
-
-def clamp_on(flag: str):
-    return mock.patch.object(K, "_CLAMP_FREE", K._CLAMP_FREE if flag == "0" else -1.0)
+from test_kernels import clamp_forced, switch_errors  # noqa: E402
 
 
 def same(flag: str):
-    return mock.patch.object(K, "_CLAMP_FREE", K._CLAMP_FREE)
+    return clamp_forced("0")  # the default at both settings
 
 
 def main() -> None:
@@ -35,7 +29,7 @@ def main() -> None:
         with mock.patch.dict(os.environ, env):
             for rep in range(2):
                 for dtype in ("float16", "float32"):
-                    errs = switch_errors("clamp", dtype, "cuda", patch=clamp_on)
+                    errs = switch_errors("clamp", dtype, "cuda", patch=clamp_forced)
                     print(f"clamp {env or 'default'} {dtype} rep {rep}: o {errs[0]:.3e} grad {errs[1]:.3e}", flush=True)
 
 

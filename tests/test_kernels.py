@@ -228,6 +228,26 @@ def run_case(case: dict, device: str, seed: int = 0, ref_device: str = "cpu") ->
     }
 
 
+@contextlib.contextmanager
+def recording(owner, name: str):
+    """owner.name wrapped for the block: yields the list of (args, result) of every call made through it."""
+    fn, calls = getattr(owner, name), []
+
+    def wrapped(*args, **kwargs):
+        calls.append((args, fn(*args, **kwargs)))
+        return calls[-1][1]
+
+    with mock.patch.object(owner, name, wrapped):
+        yield calls
+
+
+def clamp_forced(flag: str):
+    """switch_errors' patch for θ's clamp: the default at "0", forced on at "1" (nala._clamp binds for any α)."""
+    from nalasr_kernels import nala as K
+
+    return mock.patch.object(K, "_CLAMP_FREE", K._CLAMP_FREE if flag == "0" else -1.0)
+
+
 def switch_errors(switch: str, dtype: str, device: str, patch=None) -> list[float]:
     """Relative errors of the output and the gradient (batch3: q, k, v are views of one leaf) with the environment
     switch ``switch`` at 1 against 0 (or with the context ``patch(flag)`` gives). On the CPU interpreter the tf32
@@ -304,30 +324,18 @@ def run_extras(device: str) -> dict:
     # NALASR_MAP_PAIR=1 takes the map over head pairs on batch3's strided q and small size as well (the rule's
     # default takes it for dense q from 400K tokens): the same math on other tiles, so other float32 roundings at
     # most. A head's output written to its neighbour's columns is off by O(1). Taken exactly in the forced run.
-    rule, taken = K._map_pair, []
-
-    def recorded(*args):
-        taken.append(rule(*args))
-        return taken[-1]
-
-    with mock.patch.object(K, "_map_pair", recorded):
+    with recording(K, "_map_pair") as calls:
         out["map_pair_float16"] = max(switch_errors("NALASR_MAP_PAIR", "float16", device)) <= SWITCH_TOL["float16"]
-    out["map_pair_taken"] = taken == [False, True]
+    out["map_pair_taken"] = [taken for _, taken in calls] == [False, True]
     # The forward reduce from registers (nala_rr) where it applies (16-bit inputs, D = Dv = 16, no RoPE; batch3's
     # qkvg views), and only there: once per 16-bit run with the switch on, never for float32.
     from nalasr_kernels import nala_rr
 
-    launch, used = nala_rr.launch, []
-
-    def counted(*args, **kwargs):
-        used.append(args[0].dtype)
-        return launch(*args, **kwargs)
-
-    with mock.patch.object(nala_rr, "launch", counted):
+    with recording(nala_rr, "launch") as calls:
         for dtype in ("float16", "bfloat16"):
             out[f"reduce_rr_{dtype}"] = max(switch_errors("NALASR_REDUCE_RR", dtype, device)) <= REDUCE_RR_TOL[dtype]
         switch_errors("NALASR_REDUCE_RR", "float32", device)
-    out["reduce_rr_used"] = used == [torch.float16, torch.bfloat16]
+    out["reduce_rr_used"] = [args[0].dtype for args, _ in calls] == [torch.float16, torch.bfloat16]
     # Its token strides as constexprs (nala_rr.STATIC_STRIDES) change only the address arithmetic: the same bits.
     def static_strides(flag):
         return mock.patch.object(nala_rr, "STATIC_STRIDES", flag == "1")
@@ -356,11 +364,8 @@ def run_extras(device: str) -> dict:
     # freedom in the backward, whose gradient mask is a select between products that ptxas may then fuse otherwise:
     # on the H200 the float16 gradient moved by 9.7e-7, every run, with HALF2 and PDL on or off, the float32 one not
     # at all (benchmarks/clamp_noop_gpu.py, session 26 call 4). A clamp or mask that did bind would be off by O(1).
-    def clamp_on(flag):
-        return mock.patch.object(K, "_CLAMP_FREE", K._CLAMP_FREE if flag == "0" else -1.0)
-
     for dtype in ("float16", "float32"):
-        errs = switch_errors("clamp", dtype, device, patch=clamp_on)
+        errs = switch_errors("clamp", dtype, device, patch=clamp_forced)
         out[f"clamp_noop_{dtype}"] = errs[0] == 0.0 and max(errs[1:]) <= SWITCH_TOL[dtype]
     # The float16 product scales S into float16's range: inputs ×30 (S ~ 1e6, past float16's 65504) and
     # ×0.02 (S ~ 1e-7, float16 subnormals) give the output the same inputs in float32 give.

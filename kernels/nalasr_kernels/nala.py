@@ -1121,7 +1121,7 @@ _FWD_MAP_QUANTUM = 64  # its pick's tile (64 tokens on 2 warps); see _PROGRAMS_P
 # _fwd_map_pair's tokens a tile, warps, stages and register cap (None: ptxas's 118, 16 programs an SM; offline it fits
 # 104 without spills, 676 instead of 659 loop instructions, which would let 19 fit: not measured yet)
 _PAIR_TILE: tuple[int, int, int, int | None] = (32, 1, 3, None)
-_FWD_MAP_PAIR_QUANTUM = 32  # its chunks: multiples of its tile
+_FWD_MAP_PAIR_QUANTUM = _PAIR_TILE[0]  # its chunks: multiples of its tile
 # The map passes' smallest chunks (they write no partials, so only the small sizes' program count depends on it): the
 # 256 tokens of every pass so far; config_sweep_gpu.py --min-chunk tries others.
 _FWD_MAP_MIN_CHUNK = _MAX_BLOCK_N
