@@ -6,11 +6,13 @@ LOG=$OUT/$1.log
 say() { echo "== $(date +%T) $*" | tee -a $LOG; }
 nvidia-smi --query-gpu=name,memory.used,memory.total,clocks.sm --format=csv,noheader | tee -a $LOG
 # The steps most calls share. check_518k SECONDS: attention + LayerNorm parity at 518K tokens.
-# kernel_tests SECONDS FILE...: the kernel test files in-process on the GPU (the interpreter cases deselected).
+# kernel_tests SECONDS FILE...: the kernel test files in-process on the GPU (the interpreter cases deselected; with
+# K=EXPR only the tests EXPR selects: a -k among the files would be overridden by this one's).
 check_518k() { timeout $1 python3 benchmarks/gpu_kernels_check.py --cases 518400 >> $LOG 2>&1; say "check rc=$?"; }
 kernel_tests() {
   local t=$1; shift
-  timeout $t python3 -m pytest -q -rf -p no:cacheprovider "$@" -k "not interpreter" >> $LOG 2>&1; say "kernel tests rc=$?"
+  timeout $t python3 -m pytest -q -rf -p no:cacheprovider "$@" -k "not interpreter${K:+ and ($K)}" >> $LOG 2>&1
+  say "kernel tests rc=$?"
 }
 # diag_ab VAR NAME SECONDS [VALUE...]: attention times at 518K with the environment variable VAR at each VALUE
 # (0, then 1 unless given; $OUT/diag_NAME<VALUE>.json), at PPSM programs per SM of _bwd_query (of both reduce

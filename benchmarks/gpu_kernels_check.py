@@ -59,6 +59,10 @@ def _cases() -> dict[str, dict]:
     # q, k, v separate contiguous tensors, as the model's four C-wide products give them: the two-head map
     # (nala._map_pair).
     out["float16-N518400-H4-D16-dense"] = {**base, "dtype": "float16", "N": 518400, "layout": "contiguous"}
+    # The small sizes' one-head map, autotuned, on chunks of its 128-token minimum (nala._FWD_MAP_MIN_CHUNK): Urban100
+    # ×4's LR in the model's layout, and an odd size whose last chunk is part of a tile.
+    out["float16-N49152-H4-D16-dense"] = {**base, "dtype": "float16", "N": 49152, "layout": "contiguous"}
+    out["float16-N4097-H4-D16-odd"] = {**base, "dtype": "float16", "N": 4097}
     # Values with a common offset (the backward's cancellation, see nalasr_kernels.nala), at full size.
     out["float16-N518400-H4-D16-v-offset"] = {**base, "dtype": "float16", "N": 518400, "v_shift": 30.0}
     out["float16-N130321-H3-D16-rope-odd"] = {**base, "dtype": "float16", "N": 130321, "H": 3, "rope": (361, 361),

@@ -761,9 +761,12 @@ def test_plans(monkeypatch, nala):
     # the map over head pairs: 2,026 one-warp programs in one wave of 2,112 (16 an SM)
     assert nala._plan(518_400, 2, dev, pp["fwd_map_pair"], nala._FWD_MAP_PAIR_QUANTUM) == (512, 1013)
     assert nala._plan(4096, 4, dev, pp["fwd_reduce"], 32) == (256, 16)
+    assert nala._plan(4096, 4, dev, pp["fwd_reduce"], 32, nala._FWD_REDUCE_MIN_CHUNK) == (128, 32)  # its own
     # a pass's own smallest chunk (the map passes' _MIN_CHUNK knobs): 4K tokens in 64 chunks of 64, not 16 of 256
     assert nala._plan(4096, 4, dev, pp["fwd_map_half2"], 64, minimum=64) == (64, 64)
     assert nala._plan(4096, 4, dev, pp["fwd_map_half2"], 64) == (256, 16)
+    assert nala._plan(4096, 4, dev, pp["fwd_map_half2"], 64, nala._FWD_MAP_MIN_CHUNK) == (128, 32)  # the map's own
+    assert nala._plan(49_152, 4, dev, pp["fwd_map_half2"], 64, nala._FWD_MAP_MIN_CHUNK) == (128, 384)
     for n in (1, 37, 255, 256, 257, 49_152, 518_401, 1_048_576):
         for bh in (1, 4, 128):
             for quantum in (32, 64, 256):

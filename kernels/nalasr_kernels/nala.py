@@ -1122,10 +1122,15 @@ _FWD_MAP_QUANTUM = 64  # its pick's tile (64 tokens on 2 warps); see _PROGRAMS_P
 # 104 without spills, 676 instead of 659 loop instructions, which would let 19 fit: not measured yet)
 _PAIR_TILE: tuple[int, int, int, int | None] = (32, 1, 3, None)
 _FWD_MAP_PAIR_QUANTUM = _PAIR_TILE[0]  # its chunks: multiples of its tile
-# The map passes' smallest chunks (they write no partials, so only the small sizes' program count depends on it): the
-# 256 tokens of every pass so far; config_sweep_gpu.py --min-chunk tries others.
-_FWD_MAP_MIN_CHUNK = _MAX_BLOCK_N
+# The passes' smallest chunks: they decide the program count at small sizes only (config_sweep_gpu.py --min-chunk).
+# The one-head map's is 128 tokens since session 27: on the H200 (dense q, 4 heads, 64 tokens on 2 warps, 28 an SM)
+# the forward graph at 4K 14.3-14.5 µs against 18.9-19.1 with 256 (64: 12.2), at 49K 18.9-19.0 against 23.1-23.5
+# (64: 20.0), at 131K 38.1-38.2 against 38.4-38.7 (benchmarks/results/h200/session27/call1-2, sweeps.json). The
+# reduce's (its partials feed _combine) is 128 too: with the map's, at 4K 10.2 against 11.7-12.1 µs (64: 9.5), at 49K
+# 18.7 against 19.4-19.8 (64: 19.5; session27/call3/sweeps.json).
+_FWD_MAP_MIN_CHUNK = 128
 _FWD_MAP_PAIR_MIN_CHUNK = _MAX_BLOCK_N
+_FWD_REDUCE_MIN_CHUNK = 128
 _PAIR_MIN_ROWS = 800_000  # (token, head pair) rows from which _map_pair takes it: 400K tokens of 4 heads (see there)
 _TUNE_KEY = ["N_BUCKET", "D", "DV", "ROPE"]
 
@@ -1580,10 +1585,11 @@ def nala_forward(q: Tensor, k: Tensor, v: Tensor, lam: float, tau: float, alpha:
     pdl = _pdl(dev)
     with _device_guard(q):
         offs64 = _offs64(n, k, v)
-        chunk, n_chunks = _plan(n, b * h, dev, _PROGRAMS_PER_SM["fwd_reduce"], nala_rr.TILE_TOKENS)
+        chunk, n_chunks = _plan(n, b * h, dev, _PROGRAMS_PER_SM["fwd_reduce"], nala_rr.TILE_TOKENS,
+                                _FWD_REDUCE_MIN_CHUNK)
         rr = _reduce_rr(k, v, rope, prec, offs64, chunk)
         if not rr:
-            chunk, n_chunks = _plan(n, b * h, dev, _PROGRAMS_PER_SM["fwd_reduce"])
+            chunk, n_chunks = _plan(n, b * h, dev, _PROGRAMS_PER_SM["fwd_reduce"], minimum=_FWD_REDUCE_MIN_CHUNK)
         part = _empty((b * h * n_chunks * state_n,), torch.float32, dev)
         if rr:
             nala_rr.launch(k, v, part, n, chunk, n_chunks, alpha, lam, _lam_int(lam), approx, clamp, pdl=pdl)
