@@ -76,7 +76,8 @@ def main() -> None:
     ap.add_argument("--layout", default="qkvg", choices=["qkvg", "dense"],
                     help="q, k, v as kernel_diag_gpu.py's inputs (fwd_map_pair runs on dense q only unless forced)")
     ap.add_argument("--quantum", default="", help="chunk quanta of the pass to try (nala._<PASS>_QUANTUM)")
-    ap.add_argument("--min-chunk", default="", help="smallest chunks of the pass to try (nala._<PASS>_MIN_CHUNK: the maps, fwd_reduce)")
+    ap.add_argument("--min-chunk", default="",
+                    help="smallest chunks of the pass to try (nala._<PASS>_MIN_CHUNK: the maps, fwd_reduce)")
     ap.add_argument("--chunks", default="254,1013", help="combine: chunks per (batch, head)")
     ap.add_argument("--bh", type=int, default=4, help="combine: (batch, head) pairs")
     ap.add_argument("--json", type=Path, required=True)

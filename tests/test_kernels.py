@@ -280,6 +280,13 @@ def run_extras(device: str) -> dict:
         o.backward(g)
         runs.append([o.detach().cpu()] + [t.grad.detach().cpu() for t in leaves])
     out["deterministic"] = all(torch.equal(a, b) for a, b in zip(*runs))
+    # The forward's plans take each pass's own smallest chunk (nala._FWD_REDUCE_MIN_CHUNK, _FWD_MAP_MIN_CHUNK), read
+    # when it runs: set apart here, the reduce's plans (the register reduce's, then the generic one's where that
+    # does not apply) get the one and the map's the other.
+    with mock.patch.multiple(K, _FWD_REDUCE_MIN_CHUNK=96, _FWD_MAP_MIN_CHUNK=192), recording(K, "_plan") as calls:
+        with torch.no_grad():
+            K.nala_attention_triton(*_make(case, device, seed=3)[:3])
+    out["plan_minimums"] = [args[5] for args, _ in calls] in ([96, 192], [96, 96, 192])
     # Validation: clear errors for what the kernel does not take.
     x = torch.zeros(1, 4, 1, 16, device=device)
     bad = {

@@ -1589,7 +1589,8 @@ def nala_forward(q: Tensor, k: Tensor, v: Tensor, lam: float, tau: float, alpha:
                                 _FWD_REDUCE_MIN_CHUNK)
         rr = _reduce_rr(k, v, rope, prec, offs64, chunk)
         if not rr:
-            chunk, n_chunks = _plan(n, b * h, dev, _PROGRAMS_PER_SM["fwd_reduce"], minimum=_FWD_REDUCE_MIN_CHUNK)
+            chunk, n_chunks = _plan(n, b * h, dev, _PROGRAMS_PER_SM["fwd_reduce"], _MAX_BLOCK_N,
+                                    _FWD_REDUCE_MIN_CHUNK)
         part = _empty((b * h * n_chunks * state_n,), torch.float32, dev)
         if rr:
             nala_rr.launch(k, v, part, n, chunk, n_chunks, alpha, lam, _lam_int(lam), approx, clamp, pdl=pdl)
