@@ -289,8 +289,8 @@ def main() -> None:
         (a.out / f"{name}.cubin").write_bytes(ck.asm["cubin"])  # nvdisasm -hex: the controls load_waits reads
     loop = main_loop(sass)
     counts = collections.Counter(m for line in loop for m in re.findall(SASS_OPS, line))
-    variant = "".join(f", {k}={int(v)}" for k, v in switches.items()
-                      if k not in ("BDZ", "LD_K", "LD_V", "RING", "CP_TILE", "CP_STEP"))
+    # the switches, not the PTX strings derived from them (nala_rr's LD_K, RING, ...) nor the derived BDZ
+    variant = "".join(f", {k}={int(v)}" for k, v in switches.items() if k != "BDZ" and not isinstance(v, str))
     print(f"{name} sm_90{variant}, BLOCK_N {block_n}, {warps} warps, {stages} stages"
           f"{f', maxnreg {maxnreg}' if maxnreg else ''}, Triton {triton.__version__}: {ck.metadata.shared} B shared, "
           f"{resources(ck.asm['cubin'])}")

@@ -241,11 +241,16 @@ def recording(owner, name: str):
         yield calls
 
 
+def setting(owner, name: str, off, on):
+    """switch_errors' patch for a module attribute: owner.name = off at flag "0", on at "1"."""
+    return lambda flag: mock.patch.object(owner, name, on if flag == "1" else off)
+
+
 def clamp_forced(flag: str):
     """switch_errors' patch for θ's clamp: the default at "0", forced on at "1" (nala._clamp binds for any α)."""
     from nalasr_kernels import nala as K
 
-    return mock.patch.object(K, "_CLAMP_FREE", K._CLAMP_FREE if flag == "0" else -1.0)
+    return setting(K, "_CLAMP_FREE", K._CLAMP_FREE, -1.0)(flag)
 
 
 def switch_errors(switch: str, dtype: str, device: str, patch=None) -> list[float]:
@@ -344,15 +349,11 @@ def run_extras(device: str) -> dict:
         switch_errors("NALASR_REDUCE_RR", "float32", device)
     out["reduce_rr_used"] = [args[0].dtype for args, _ in calls] == [torch.float16, torch.bfloat16]
     # Its token strides as constexprs (nala_rr.STATIC_STRIDES) change only the address arithmetic: the same bits.
-    def static_strides(flag):
-        return mock.patch.object(nala_rr, "STATIC_STRIDES", flag == "1")
-
+    static_strides = setting(nala_rr, "STATIC_STRIDES", False, True)
     out["reduce_rr_static_strides"] = max(switch_errors("static", "float16", device, patch=static_strides)) == 0.0
     # Programmatic dependent launch (nala._pdl, on by default on sm_90+; off in the interpreter) changes when the
     # passes start, not what they compute: the same bits, forward and backward.
-    def pdl_off(flag):
-        return mock.patch.object(K, "_pdl", K._pdl if flag == "1" else (lambda device: False))
-
+    pdl_off = setting(K, "_pdl", lambda device: False, K._pdl)
     for dtype in ("float16", "float32"):
         out[f"pdl_noop_{dtype}"] = max(switch_errors("pdl", dtype, device, patch=pdl_off)) == 0.0
     # _bwd_query's NALASR_BWD_DZACC (where dz is summed) and NALASR_BWD_MPOW (m/dir as one power; 16-bit only).
@@ -362,15 +363,11 @@ def run_extras(device: str) -> dict:
     out["bwd_f16_float16"] = max(switch_errors("NALASR_BWD_F16", "float16", device)) <= BWD_F16_TOL
     # The register reduce's whole-tile loads as inline PTX (nala_rr.ASM_LOADS, GPU only) load the same values: the
     # same bits.
-    def asm_loads(flag):
-        return mock.patch.object(nala_rr, "ASM_LOADS", flag == "1")
-
+    asm_loads = setting(nala_rr, "ASM_LOADS", False, True)
     out["reduce_rr_asm_loads"] = max(switch_errors("asm", "float16", device, patch=asm_loads)) == 0.0
     # The register reduce's ring (nala_rr.STAGES, GPU only: inline PTX) moves the same words through shared memory:
     # the same bits, batch3's short chunks taking its last-tile path too.
-    def ring(flag):
-        return mock.patch.object(nala_rr, "STAGES", 3 if flag == "1" else 0)
-
+    ring = setting(nala_rr, "STAGES", 0, 3)
     out["reduce_rr_ring"] = max(switch_errors("ring", "float16", device, patch=ring)) == 0.0
     # θ's clamp, left out for |α| ≤ 4 (nala._clamp; batch3 has α = 1), cannot bind there: forced on, the output is
     # the same bit for bit (only min/max drop out of the forward), and so are the gradients but for the compiler's

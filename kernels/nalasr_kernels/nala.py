@@ -1118,8 +1118,9 @@ _MAX_BLOCK_N = 256  # chunks are multiples of this, so every config tiles a chun
 _BWD_QUERY_QUANTUM = 64
 _BWD_KEY_QUANTUM = 64  # its autotuner's pick at 518K is 64 tokens too (see _PROGRAMS_PER_SM)
 _FWD_MAP_QUANTUM = 64  # its pick's tile (64 tokens on 2 warps); see _PROGRAMS_PER_SM
-# _fwd_map_pair's tokens a tile, warps, stages and register cap (None: ptxas's 118, 16 programs an SM; offline it fits
-# 104 without spills, 676 instead of 659 loop instructions, which would let 19 fit: not measured yet)
+# _fwd_map_pair's tokens a tile, warps, stages and register cap (None: ptxas's 118, 16 programs an SM). Capped at 104
+# (no spills offline, 676 instead of 659 loop instructions) 19 fit, and ran 57.3 against 49.4 µs at 16 at 518K
+# (benchmarks/results/h200/session27/call1).
 _PAIR_TILE: tuple[int, int, int, int | None] = (32, 1, 3, None)
 _FWD_MAP_PAIR_QUANTUM = _PAIR_TILE[0]  # its chunks: multiples of its tile
 # The passes' smallest chunks: they decide the program count at small sizes only (config_sweep_gpu.py --min-chunk).

@@ -62,12 +62,12 @@ STATIC_STRIDES = True
 ASM_LOADS = True
 # Deeper prefetch without registers (not measured yet; NALASR_REDUCE_RR_STAGES, 0 = off): the one-warp program is
 # latency-bound (offline 386 loop instructions a tile, ~24 µs of issue at 518K against its 51) with one tile (2 KB)
-# in flight in registers, and a second tile there would cost the 128-register cap. With STAGES ≥ 2 each lane copies
-# 16-byte pieces of the tile STAGES − 1 ahead into a ring of STAGES 2-KB slots of shared memory of its own
-# (cp.async.cg, 4 a lane and tile, zero-filled past the chunk's end) and reads its mma words of the current tile
-# from there (16 ld.shared.b32, conflict-free), bar.warp.sync around the slot's reuse: STAGES − 1 tiles in flight
-# for no registers. The ring is a .shared array declared in an inline PTX block (16 · 2 · STAGES KB an SM at 16
-# programs); static strides only (the second piece's offset is an immediate).
+# in flight in registers, and a second tile there would cost the 128-register cap. With STAGES ≥ 2 each step reads
+# the next tile's mma words (16 ld.shared.b32, conflict-free) from a ring of STAGES 2-KB slots of shared memory of its
+# own and copies the tile STAGES − 1 after that one into the slot the current tile has left (cp.async.cg, 4 16-byte
+# pieces a lane, zero-filled past the chunk's end), bar.warp.sync around the slot's reuse: STAGES − 1 tiles in flight
+# for no registers, beside the one in registers. The ring is a .shared array declared in an inline PTX block
+# (16 · 2 · STAGES KB an SM at 16 programs); static strides only (the second piece's offset is an immediate).
 STAGES = 0
 
 
@@ -95,8 +95,8 @@ def copy_asm(sk_n: int, sv_n: int) -> str:
 
 @functools.lru_cache(maxsize=16)
 def step_asm(sk_n: int, sv_n: int, stages: int) -> str:
-    """PTX: a loop step: the copy of the tile STAGES − 1 ahead, the wait for the current one, its 8 k words ($0-$7)
-    from [$48 + 128 i] (slot i: token t + 4i, dims 2g, 2g + 1)."""
+    """PTX: a step: the copy of the tile STAGES − 1 after the one it reads, the wait for that one, its 8 k words
+    ($0-$7) from [$48 + 128 i] (slot i: token t + 4i, dims 2g, 2g + 1)."""
     return " ".join(["bar.warp.sync -1;"] + _copy_lines(sk_n, sv_n) + [f"cp.async.wait_group {stages - 1};",
                                                                      "bar.warp.sync -1;"]
                     + [f"ld.shared.b32 ${i}, [$48+{128 * i}];" for i in range(8)])
@@ -194,8 +194,8 @@ def _copy_tile(dst, kq, vq, size0, size1, ASM: tl.constexpr):
 
 @triton.jit
 def _ring_step(dst, kq, vq, size0, size1, src, ASM: tl.constexpr):
-    """A loop step (see step_asm): the tile STAGES − 1 ahead copied to dst, the current tile's k words from src and
-    then its v words (a second block, after the first: both have side effects, so they keep their order)."""
+    """A step (see step_asm): the tile STAGES − 1 after the one at src copied to dst, that one's k words and then its
+    v words (a second block, after the first: both have side effects, so they keep their order)."""
     kk = tl.inline_asm_elementwise(ASM, _STEP_CONSTRAINTS, [dst, kq, vq, size0, size1, src], dtype=tl.int32,
                                    is_pure=False, pack=8)
     vv = tl.inline_asm_elementwise(_LD_RING_V, _RING_CONSTRAINTS, [src], dtype=tl.int32, is_pure=False, pack=8)
@@ -375,28 +375,14 @@ def _fwd_reduce_rr(K, V, PART, N, CHUNK, n_chunks, H, sk_b, sk_n, sk_h, sv_b, sv
         bs = _pair(m0 * s0, m1 * s1)
         acc = _mma_s(_pair(v0, v1), bc, bs, acc)
         zacc = _mma_z(bc, bs, zacc)
+    f = tl.arange(0, 512)  # register (i, j) = (f // 64, f % 2) of lane (g, t) = ((f // 8) % 8, (f // 2) % 4)
+    fi = f // 64
+    half = fi // 4
+    dim = 4 * ((f // 2) % 4) + 2 * (f % 2) + (fi // 2) % 2
+    col = 2 * ((f // 8) % 8) + fi % 2
     st = PART + ((pid_b * H + pid_h) * n_chunks + pid_c).to(tl.int64) * (2 * 16 * 16 + 2 * 16)
-    if STAGES > 0:
-        # The same stores from the (256,) halves j of the accumulators: with the ring, a store of the (512,) tensors
-        # with their own offsets made Triton carry them through the loop in that arange's layout (3 conversions a
-        # tile, offline). Register (i, j) of lane (g, t): half i // 4, row 2g + i % 2, dim 4t + 2j + (i // 2) % 2.
-        a0, a1 = tl.split(tl.reshape(acc, (256, 2)))
-        z0, z1 = tl.split(tl.reshape(zacc, (256, 2)))
-        half = i // 4
-        col = 2 * g + i % 2
-        dim0 = 4 * t + (i // 2) % 2
-        tl.store(st + half * 256 + dim0 * 16 + col, a0)
-        tl.store(st + half * 256 + (dim0 + 2) * 16 + col, a1)
-        tl.store(st + 512 + half * 16 + dim0, z0, mask=col == 0)
-        tl.store(st + 512 + half * 16 + dim0 + 2, z1, mask=col == 0)
-    else:
-        f = tl.arange(0, 512)  # register (i, j) = (f // 64, f % 2) of lane (g, t) = ((f // 8) % 8, (f // 2) % 4)
-        fi = f // 64
-        half = fi // 4
-        dim = 4 * ((f // 2) % 4) + 2 * (f % 2) + (fi // 2) % 2
-        col = 2 * ((f // 8) % 8) + fi % 2
-        tl.store(st + half * 256 + dim * 16 + col, acc)  # [S_cos (16×16) | S_sin | z_cos (16) | z_sin (16)]
-        tl.store(st + 512 + half * 16 + dim, zacc, mask=col == 0)  # every row of the ones product is z
+    tl.store(st + half * 256 + dim * 16 + col, acc)  # [S_cos (16×16) | S_sin | z_cos (16) | z_sin (16)]
+    tl.store(st + 512 + half * 16 + dim, zacc, mask=col == 0)  # every row of the ones product is z
     if TIMES is not None:
         _stamp(TIMES, pid_h, pid_c, pid_b, H, n_chunks, 1)
 
