@@ -20,8 +20,7 @@ kernels' EYE (NALASR_EYE_BWD_QUERY / _BWD_KEY), --f16 the F16 of _fwd_map (NALAS
 kernels (NALASR_BWD_F16), --dzacc and --mpow _bwd_query's DZACC and MPOW (NALASR_BWD_DZACC, NALASR_BWD_MPOW); all 1
 unless given, like the environment switches (the bank model covers 2-D tiles only: SPLIT's 3-D operand stores show in
 the SASS counts, not in the model). The register reduce with --const SK_N=.. --const SV_N=.. (static strides) takes
-its whole-tile loads as inline PTX as nala_rr.launch does (--const ASM_LOADS=0 for tl.load; --const STAGES=3 for the
-ring of nala_rr.STAGES instead).
+its whole-tile loads as inline PTX as nala_rr.launch does (--const ASM_LOADS=0 for tl.load).
 Needs Triton with its bundled ptxas / nvdisasm (the pip wheel has them); the H200 runs Triton 3.6, so a venv with
 triton==3.6.0 matches it (session 14: benchmarks/results/offline/compile_sm90_session14.txt; 3.9 differs a little,
 e.g. _fwd_map 280 against 270 instructions). The first run (session 10, Triton 3.9;
@@ -276,9 +275,7 @@ def main() -> None:
             ap.error(f"--const {item}: {name} has no parameter {k}")
         switches[k] = int(v)
     if switches.get("SK_N") and switches.get("SV_N"):  # static strides: the asm loads as nala_rr.launch passes them
-        if switches.get("STAGES"):  # the shared-memory ring instead (nala_rr.STAGES)
-            switches.update(nala_rr.staged_meta(switches["SK_N"], switches["SV_N"], switches["STAGES"]))
-        elif switches.setdefault("ASM_LOADS", int(nala_rr.ASM_LOADS)):
+        if switches.setdefault("ASM_LOADS", int(nala_rr.ASM_LOADS)):
             switches.update(nala_rr.asm_loads_meta(switches["SK_N"], switches["SV_N"]))
     ck = compile_kernel(a.kernel, switches, block_n, warps, stages, maxnreg)
     sass = sass_of(ck.asm["cubin"])
@@ -289,7 +286,7 @@ def main() -> None:
         (a.out / f"{name}.cubin").write_bytes(ck.asm["cubin"])  # nvdisasm -hex: the controls load_waits reads
     loop = main_loop(sass)
     counts = collections.Counter(m for line in loop for m in re.findall(SASS_OPS, line))
-    # the switches, not the PTX strings derived from them (nala_rr's LD_K, RING, ...) nor the derived BDZ
+    # the switches, not the PTX strings derived from them (nala_rr's LD_K, LD_V) nor the derived BDZ
     variant = "".join(f", {k}={int(v)}" for k, v in switches.items() if k != "BDZ" and not isinstance(v, str))
     print(f"{name} sm_90{variant}, BLOCK_N {block_n}, {warps} warps, {stages} stages"
           f"{f', maxnreg {maxnreg}' if maxnreg else ''}, Triton {triton.__version__}: {ck.metadata.shared} B shared, "

@@ -365,10 +365,6 @@ def run_extras(device: str) -> dict:
     # same bits.
     asm_loads = setting(nala_rr, "ASM_LOADS", False, True)
     out["reduce_rr_asm_loads"] = max(switch_errors("asm", "float16", device, patch=asm_loads)) == 0.0
-    # The register reduce's ring (nala_rr.STAGES, GPU only: inline PTX) moves the same words through shared memory:
-    # the same bits, batch3's short chunks taking its last-tile path too.
-    ring = setting(nala_rr, "STAGES", 0, 3)
-    out["reduce_rr_ring"] = max(switch_errors("ring", "float16", device, patch=ring)) == 0.0
     # θ's clamp, left out for |α| ≤ 4 (nala._clamp; batch3 has α = 1), cannot bind there: forced on, the output is
     # the same bit for bit (only min/max drop out of the forward), and so are the gradients but for the compiler's
     # freedom in the backward, whose gradient mask is a select between products that ptxas may then fuse otherwise:
@@ -736,24 +732,6 @@ def test_reduce_rr_rule(monkeypatch, nala):
     monkeypatch.setenv("NALASR_REDUCE_RR", "on")
     with pytest.raises(ValueError, match="NALASR_REDUCE_RR"):
         nala._reduce_rr(k, k, False, "tf32", False, 256)
-
-
-def test_reduce_rr_stages_rule(monkeypatch, nala):
-    """NALASR_REDUCE_RR_STAGES picks the register reduce's ring (0 off, 2, 3, 4 or 6 slots), else nala_rr.STAGES;
-    any other value is refused with the variable's name. The interpreter never takes the ring (inline PTX)."""
-    from nalasr_kernels import nala_rr
-
-    monkeypatch.delenv("NALASR_REDUCE_RR_STAGES", raising=False)
-    assert nala_rr.stages_wanted() == nala_rr.STAGES
-    for value in ("0", "2", "3", "4", "6"):
-        monkeypatch.setenv("NALASR_REDUCE_RR_STAGES", value)
-        assert nala_rr.stages_wanted() == int(value)
-    monkeypatch.setenv("NALASR_REDUCE_RR_STAGES", "5")
-    with pytest.raises(ValueError, match="NALASR_REDUCE_RR_STAGES"):
-        nala_rr.stages_wanted()
-    meta = nala_rr.staged_meta(64, 64, 3)
-    assert meta["STAGES"] == 3 and "rr_ring[6144]" in meta["RING"] and "cp.async.wait_group 2;" in meta["CP_STEP"]
-    assert "[$16+2048]" in meta["CP_TILE"]  # k's second piece 16 tokens on: 16 · 64 elements · 2 bytes
 
 
 def test_pdl_rule(monkeypatch, nala):

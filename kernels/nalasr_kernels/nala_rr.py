@@ -41,7 +41,7 @@ import triton
 import triton.language as tl
 from torch import Tensor
 
-from .nala import _COMPILED, _INTERPRET, _angle, _forced, _key_mag, _pdl_launch, _sincos_angle, _slab
+from .nala import _COMPILED, _INTERPRET, _angle, _key_mag, _pdl_launch, _sincos_angle, _slab
 
 TILE_TOKENS = 32  # tokens a loop iteration (the kernel's literal 32): 4 k-steps of 8; chunks are multiples of it
 MAXNREG = 128  # 16 one-warp programs an SM; uncapped it takes 166 registers and ran 71.4 µs at 16 an SM
@@ -60,52 +60,11 @@ STATIC_STRIDES = True
 # On the H200 at 518K: 52.2-52.8 against 54.7-54.9 µs alone, the forward 0.110-0.111 against 0.112-0.113 ms, at 1M
 # 0.207-0.208 against 0.215-0.216 (benchmarks/results/h200/session22/call1-2). Unrolled by two on top: 57.6-57.7.
 ASM_LOADS = True
-# Deeper prefetch without registers (not measured yet; NALASR_REDUCE_RR_STAGES, 0 = off): the one-warp program is
-# latency-bound (offline 386 loop instructions a tile, ~24 µs of issue at 518K against its 51) with one tile (2 KB)
-# in flight in registers, and a second tile there would cost the 128-register cap. With STAGES ≥ 2 each step reads
-# the next tile's mma words (16 ld.shared.b32, conflict-free) from a ring of STAGES 2-KB slots of shared memory of its
-# own and copies the tile STAGES − 1 after that one into the slot the current tile has left (cp.async.cg, 4 16-byte
-# pieces a lane, zero-filled past the chunk's end), bar.warp.sync around the slot's reuse: STAGES − 1 tiles in flight
-# for no registers, beside the one in registers. The ring is a .shared array declared in an inline PTX block
-# (16 · 2 · STAGES KB an SM at 16 programs); static strides only (the second piece's offset is an immediate).
-STAGES = 0
-
-
-def ring_asm(stages: int) -> str:
-    """PTX: the ring's shared address into $0-$7 (one instance a lane: pack 8 over the (256,) tensors)."""
-    return "{ .shared .align 128 .b8 rr_ring[%d]; " % (2048 * stages) + " ".join(
-        f"mov.u32 ${i}, rr_ring;" for i in range(8)) + " }"
-
-
-def _copy_lines(sk_n: int, sv_n: int) -> list[str]:
-    """One lane's 4 pieces of a tile: k tokens L/2 and L/2 + 16 (half L % 2) to [$8], [$8 + 512], v to + 1024;
-    global addresses $16 (k), $24 (v), source sizes $32, $40 (16, or 0 past the chunk's end: zeros)."""
-    return ["cp.async.cg.shared.global [$8], [$16], 16, $32;",
-            f"cp.async.cg.shared.global [$8+512], [$16+{32 * sk_n}], 16, $40;",
-            "cp.async.cg.shared.global [$8+1024], [$24], 16, $32;",
-            f"cp.async.cg.shared.global [$8+1536], [$24+{32 * sv_n}], 16, $40;",
-            "cp.async.commit_group;"]
-
-
-@functools.lru_cache(maxsize=16)
-def copy_asm(sk_n: int, sv_n: int) -> str:
-    """PTX: one tile's copy into the ring (the prologue's); outputs $0-$7 zero (unused)."""
-    return " ".join(_copy_lines(sk_n, sv_n) + [f"mov.b32 ${i}, 0;" for i in range(8)])
-
-
-@functools.lru_cache(maxsize=16)
-def step_asm(sk_n: int, sv_n: int, stages: int) -> str:
-    """PTX: a step: the copy of the tile STAGES − 1 after the one it reads, the wait for that one, its 8 k words
-    ($0-$7) from [$48 + 128 i] (slot i: token t + 4i, dims 2g, 2g + 1)."""
-    return " ".join(["bar.warp.sync -1;"] + _copy_lines(sk_n, sv_n) + [f"cp.async.wait_group {stages - 1};",
-                                                                     "bar.warp.sync -1;"]
-                    + [f"ld.shared.b32 ${i}, [$48+{128 * i}];" for i in range(8)])
-
-
-_LD_RING_V = tl.constexpr(" ".join(f"ld.shared.b32 ${i}, [$8+{1024 + 128 * i}];" for i in range(8)))
-_RING_CONSTRAINTS = tl.constexpr(",".join(["=r"] * 8 + ["r"] * 8))
-_COPY_CONSTRAINTS = tl.constexpr(",".join(["=r"] * 8 + ["r"] * 8 + ["l"] * 16 + ["r"] * 16))
-_STEP_CONSTRAINTS = tl.constexpr(",".join(["=r"] * 8 + ["r"] * 8 + ["l"] * 16 + ["r"] * 24))
+# Measured alternative (session 28): the tiles through a ring of shared memory, cp.async of the tile STAGES − 1 ahead
+# into a .shared array of the kernel's own inline PTX, the mma words read back by ld.shared (STAGES − 1 tiles in
+# flight for no registers; offline 445 against 386 loop instructions). On the H200 at 518K dense the pass took
+# 57.1 / 56.9 against 51.2 / 51.3 µs, the forward graph 0.109-0.110 against 0.105 ms (3 slots); 2, 4 and 6 slots no
+# better (benchmarks/results/h200/session28/call1, ring.diff there).
 
 
 def _mma_asm(ones_a: bool) -> str:
@@ -180,29 +139,6 @@ def _load8(lanep, ASM: tl.constexpr):
 
 
 @triton.jit
-def _ring(lane, ASM: tl.constexpr):
-    """The ring's shared address (see STAGES) in every element: (256,) int32."""
-    return tl.inline_asm_elementwise(ASM, _RING_CONSTRAINTS, [lane], dtype=tl.int32, is_pure=False, pack=8)
-
-
-@triton.jit
-def _copy_tile(dst, kq, vq, size0, size1, ASM: tl.constexpr):
-    """The prologue's copy of one tile into the ring slot at dst (see copy_asm)."""
-    return tl.inline_asm_elementwise(ASM, _COPY_CONSTRAINTS, [dst, kq, vq, size0, size1], dtype=tl.int32,
-                                     is_pure=False, pack=8)
-
-
-@triton.jit
-def _ring_step(dst, kq, vq, size0, size1, src, ASM: tl.constexpr):
-    """A step (see step_asm): the tile STAGES − 1 after the one at src copied to dst, that one's k words and then its
-    v words (a second block, after the first: both have side effects, so they keep their order)."""
-    kk = tl.inline_asm_elementwise(ASM, _STEP_CONSTRAINTS, [dst, kq, vq, size0, size1, src], dtype=tl.int32,
-                                   is_pure=False, pack=8)
-    vv = tl.inline_asm_elementwise(_LD_RING_V, _RING_CONSTRAINTS, [src], dtype=tl.int32, is_pure=False, pack=8)
-    return kk, vv
-
-
-@triton.jit
 def _stamp(TIMES, pid_h, pid_c, pid_b, H, n_chunks, WHICH: tl.constexpr):
     """Diagnostics (benchmarks/reduce_tail_gpu.py): the program's %globaltimer (ns) into TIMES[program, WHICH] and,
     at WHICH 0, its SM into TIMES[program, 2]; TIMES is int64 (programs, 4), programs in launch order (pid_h
@@ -274,8 +210,7 @@ def _unpack(p, DT: tl.constexpr):
 def _fwd_reduce_rr(K, V, PART, N, CHUNK, n_chunks, H, sk_b, sk_n, sk_h, sv_b, sv_n, sv_h, alpha, lam,
                    LAM_INT: tl.constexpr, APPROX: tl.constexpr, CLAMP: tl.constexpr, PDL: tl.constexpr = False,
                    SK_N: tl.constexpr = 0, SV_N: tl.constexpr = 0, LD_K: tl.constexpr = "", LD_V: tl.constexpr = "",
-                   ASM_LOADS: tl.constexpr = False, TIMES=None, STAGES: tl.constexpr = 0,
-                   RING: tl.constexpr = "", CP_TILE: tl.constexpr = "", CP_STEP: tl.constexpr = ""):
+                   ASM_LOADS: tl.constexpr = False, TIMES=None):
     """Partial Σφk vᵀ and Σφk over one chunk of one (b, h) → PART[b, h, chunk, :] (the layout of _store_state).
     k, v: (B, N, H, 16) 16-bit, strides in elements, all even, head dims unit-stride; CHUNK a multiple of
     TILE_TOKENS. PDL: see nala._pdl. SK_N, SV_N > 0: sk_n, sv_n as compile-time constants (see STATIC_STRIDES)."""
@@ -309,25 +244,8 @@ def _fwd_reduce_rr(K, V, PART, N, CHUNK, n_chunks, H, sk_b, sk_n, sk_h, sv_b, sv
     klane = t * skp + g  # the same in every slot: koff without the slot's 4i·skp
     vlane = t * svp + g
     # Tokens past the end load as 0: φk(0) = 0, v = 0, they add nothing to S or z.
-    if STAGES > 0:  # the ring (see STAGES): tiles 0 .. STAGES − 2 in flight
-        ring = _ring(lane, RING)
-        cdst = ring + lane * 16  # this lane's two 16-byte pieces of a slot's k (and v, 1 KB on)
-        csrc = ring + t * 32 + g * 4  # its words of a slot's token t + 4i: + 128·i
-        ctok = lane // 2
-        kh = _slab(K, pid_b, pid_h, sk_b, sk_h) + (lane % 2) * 8
-        vh = _slab(V, pid_b, pid_h, sv_b, sv_h) + (lane % 2) * 8
-        for s in tl.static_range(STAGES - 1):
-            m = start + 32 * s + ctok
-            _copy_tile(cdst + 2048 * s, kh + m * SK_N, vh + m * SV_N, tl.where(m < end, 16, 0),
-                       tl.where(m + 16 < end, 16, 0), CP_TILE)
-        # tile 0 into registers (the loop reads tile j + 1 while it computes tile j, so the shared loads' latency
-        # hides behind a tile's math): the step that copies tile STAGES − 1 and waits for tile 0
-        m = start + 32 * (STAGES - 1) + ctok
-        kn, vn = _ring_step(cdst + 2048 * (STAGES - 1), kh + m * SK_N, vh + m * SV_N, tl.where(m < end, 16, 0),
-                            tl.where(m + 16 < end, 16, 0), csrc, CP_STEP)
-    else:
-        kn = tl.load(kp + start * skp + koff, mask=start + tok < end, other=0)
-        vn = tl.load(vp + start * svp + voff, mask=start + tok < end, other=0)
+    kn = tl.load(kp + start * skp + koff, mask=start + tok < end, other=0)
+    vn = tl.load(vp + start * svp + voff, mask=start + tok < end, other=0)
     zero = tl.zeros((256,), dtype=tl.float32)
     acc = _pair(zero, zero)  # built like the operands, so it has their layout (no conversion a step)
     zacc = _pair(zero, zero)
@@ -337,21 +255,11 @@ def _fwd_reduce_rr(K, V, PART, N, CHUNK, n_chunks, H, sk_b, sk_n, sk_h, sv_b, sv
         kk = kn
         vv = vn
         left = end - n0 - 32
-        if STAGES > 0 and left >= 32:  # a whole next tile: copy tile j + STAGES (zeros past the end), read j + 1
-            j = (n0 - start) // 32
-            m = n0 + 32 * STAGES + ctok
-            kn, vn = _ring_step(cdst + 2048 * ((j + STAGES) % STAGES), kh + m * SK_N, vh + m * SV_N,
-                                tl.where(m < end, 16, 0), tl.where(m + 16 < end, 16, 0),
-                                csrc + 2048 * ((j + 1) % STAGES), CP_STEP)
-        elif ASM_LOADS and left >= 32:  # a whole next tile: no masks (see ASM_LOADS)
+        if ASM_LOADS and left >= 32:  # a whole next tile: no masks (see ASM_LOADS)
             kn = _load8(kp + (n0 + 32) * skp + klane, LD_K)
             vn = _load8(vp + (n0 + 32) * svp + vlane, LD_V)
         else:
-            # The next tile in flight; with the ring, the chunk's last one, whole or not, straight from memory (its
-            # copy still in flight is not waited for: the ring's reads end here). The loads also give the k and v
-            # words a layout anchor: with only the ring's inline PTX producing them Triton carried the (512,)
-            # accumulators in another layout (3 conversions a tile, 550 instructions, offline).
-            kn = tl.load(kp + (n0 + 32) * skp + koff, mask=tok < left, other=0)
+            kn = tl.load(kp + (n0 + 32) * skp + koff, mask=tok < left, other=0)  # the next tile in flight
             vn = tl.load(vp + (n0 + 32) * svp + voff, mask=tok < left, other=0)
         x0, x1 = _unpack(kk, K.dtype.element_ty)
         v0, v1 = _unpack(vv, V.dtype.element_ty)
@@ -407,18 +315,6 @@ def asm_loads_meta(sk_n: int, sv_n: int) -> dict:
     return dict(LD_K=load8_asm(sk_n // 2), LD_V=load8_asm(sv_n // 2), ASM_LOADS=True)
 
 
-def stages_wanted() -> int:
-    """The ring's slots (see STAGES): NALASR_REDUCE_RR_STAGES (0, 2, 3, 4 or 6), else STAGES."""
-    forced = _forced("NALASR_REDUCE_RR_STAGES", ("0", "2", "3", "4", "6"))
-    return STAGES if forced is None else int(forced)
-
-
-def staged_meta(sk_n: int, sv_n: int, stages: int) -> dict:
-    """The kernel's constexprs for the ring of ``stages`` slots at token strides sk_n, sv_n (elements)."""
-    return dict(STAGES=stages, RING=ring_asm(stages), CP_TILE=copy_asm(sk_n, sv_n),
-                CP_STEP=step_asm(sk_n, sv_n, stages))
-
-
 def launch(k: Tensor, v: Tensor, part: Tensor, n: int, chunk: int, n_chunks: int, alpha: float, lam: float,
            lam_int: int, approx: bool, clamp: bool, maxnreg: int | None = MAXNREG, pdl: bool = False,
            static: bool | None = None, asm_loads: bool | None = None, times: Tensor | None = None) -> None:
@@ -429,10 +325,7 @@ def launch(k: Tensor, v: Tensor, part: Tensor, n: int, chunk: int, n_chunks: int
     b, _, h, _ = k.shape
     static = STATIC_STRIDES if static is None else static
     extra = {} if _INTERPRET or not maxnreg else {"maxnreg": maxnreg}
-    stages = stages_wanted()
-    if stages and asm_loads_fit(k, v, static, True):  # the same conditions: PTX, static strides, immediates
-        extra.update(staged_meta(k.stride(1), v.stride(1), stages))
-    elif asm_loads_fit(k, v, static, ASM_LOADS if asm_loads is None else asm_loads):
+    if asm_loads_fit(k, v, static, ASM_LOADS if asm_loads is None else asm_loads):
         extra.update(asm_loads_meta(k.stride(1), v.stride(1)))
     _fwd_reduce_rr[(h, n_chunks, b)](k, v, part, n, chunk, n_chunks, h, k.stride(0), k.stride(1), k.stride(2),
                                      v.stride(0), v.stride(1), v.stride(2), float(alpha), float(lam),
