@@ -12,6 +12,9 @@ as the model's four C-wide products make them since. Providers:
     triton-fwd+bwd      fused kernels, forward + backward (dq, dk, dv)
     triton-fwd+bwd-graph  the same from a CUDA graph (autograd's backward captured with the forward)
     triton-fwd-graph-dense, triton-fwd+bwd-graph-dense   the two graph rows on separate contiguous q, k, v
+    triton-fwd-unrolled-dense, triton-fwd+bwd-unrolled-dense   the same, many calls unrolled into one CUDA graph
+                        (triton.testing.do_bench_cudagraph): a call's steady-state time in a stream of work, without
+                        the graph's own launch and do_bench's L2 flush before every call that the -graph rows include
     ref-eager           nalasr.ops.nala.nala_attention_reference, forward
     ref-eager-fwd+bwd   the reference, forward + backward
     ref-compile         the reference under torch.compile(dynamic=True), forward
@@ -52,7 +55,8 @@ GIB = 2**30
 TOKENS = [4096, 16384, 49152, 131072, 262144, 518400, 1048576]
 HEADS = [(4, 16), (3, 16), (6, 16)]
 PROVIDERS = ["triton-fwd", "triton-fwd-graph", "triton-fwd+bwd", "triton-fwd+bwd-graph", "triton-fwd-graph-dense",
-             "triton-fwd+bwd-graph-dense", "ref-eager", "ref-eager-fwd+bwd", "ref-compile", "sdpa-flash", "softmax-mat"]
+             "triton-fwd+bwd-graph-dense", "triton-fwd-unrolled-dense", "triton-fwd+bwd-unrolled-dense", "ref-eager",
+             "ref-eager-fwd+bwd", "ref-compile", "sdpa-flash", "softmax-mat"]
 _W = max(map(len, PROVIDERS))  # the provider column of the printed lines
 SOFTMAX_MAT_LIMIT = 100 * GIB
 SLOW_CALL_S = 2.5  # a provider whose single call is predicted longer than this is skipped at that size
@@ -112,6 +116,17 @@ class Clock:
         fn()  # compilation and autotuning happen outside the capture
         ms = triton.testing.do_bench(capture(fn).replay, warmup=25, rep=100, return_mode="median")
         return float(ms), max(1, int(100 / max(ms, 1e-3)))
+
+    def unrolled_median_ms(self, fn) -> tuple[float, int]:
+        """(median ms, calls timed) a call of fn over calls unrolled into one CUDA graph (Triton's
+        do_bench_cudagraph: ~100 ms of calls a replay, the median of its 10 replays); median_ms without CUDA."""
+        if not self.cuda:
+            return self.median_ms(fn)
+        import triton.testing
+
+        fn()  # compilation and autotuning happen outside the capture
+        ms = triton.testing.do_bench_cudagraph(fn, rep=100, return_mode="median")
+        return float(ms), 10 * max(1, int(100 / max(ms, 1e-3)))
 
     def steps_ms(self, fn, steps: int) -> float:
         """Milliseconds a call over ``steps`` calls back to back (a loop's steady state: the host queues the next
@@ -274,7 +289,9 @@ def run_attention(args, clock: Clock, device: str, dtype, copy_gbs: float | None
                     needs_grad = with_grad(name)
                     x, g = make_inputs(1, n, h, d, dtype, device, needs_grad)
                     fn = provider_fn(name, x, g, 1, n, h, d, ref_compiled)
-                    ms, calls = (clock.graph_median_ms if "-graph" in name else clock.median_ms)(fn)
+                    timer = (clock.unrolled_median_ms if "-unrolled" in name else
+                             clock.graph_median_ms if "-graph" in name else clock.median_ms)
+                    ms, calls = timer(fn)
                     if needs_grad:
                         x.grad = None
                     peak = clock.peak_extra(fn)
@@ -405,9 +422,9 @@ def markdown(meta: dict, rows: list[dict], train: list[dict]) -> str:
         for n in meta["tokens"]:
             get = {r["provider"]: r["ms"] for r in rows if r["heads"] == h and r["head_dim"] == d and r["tokens"] == n}
             ref = get.get("ref-eager")
-            for layout, suffix in (("views", ""), ("dense", "-dense")):
-                f, fb = get.get(f"triton-fwd-graph{suffix}"), get.get(f"triton-fwd+bwd-graph{suffix}")
-                if not (f and fb) and not suffix:
+            for layout, suffix in (("views", "-graph"), ("dense", "-graph-dense"), ("dense, unrolled", "-unrolled-dense")):
+                f, fb = get.get(f"triton-fwd{suffix}"), get.get(f"triton-fwd+bwd{suffix}")
+                if not (f and fb) and suffix == "-graph":
                     f, fb = get.get("triton-fwd"), get.get("triton-fwd+bwd")
                 if f and fb:
                     bwd = fb - f
