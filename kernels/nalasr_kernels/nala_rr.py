@@ -45,6 +45,9 @@ from .nala import _COMPILED, _INTERPRET, _angle, _key_mag, _pdl_launch, _sincos_
 
 TILE_TOKENS = 32  # tokens a loop iteration (the kernel's literal 32): 4 k-steps of 8; chunks are multiples of it
 MAXNREG = 128  # 16 one-warp programs an SM; uncapped it takes 166 registers and ran 71.4 µs at 16 an SM
+# Each scheduler's warps take registers from its own quarter of the file (16K), so any cap above 96 leaves 4 one-warp
+# programs a scheduler: at 112 (no spills offline) 18 an SM took 68.6 against 52.9 µs at 518K, as a second wave; at 96
+# (5 a scheduler, 96 B of spills) 20 an SM took 61.5-61.7 (benchmarks/results/h200/session28/call7-8, rr_cap_gpu.py).
 # The token strides of k and v as constexprs (one compile per stride pair; the model passes one). With them ptxas
 # fits the loop in 125 registers under the cap and issues all 16 of the next tile's loads within its first 123 of
 # 474 instructions; with runtime strides 11 of them come after instruction 253 of 471, leaving them a fraction of a

@@ -1,0 +1,56 @@
+"""The register reduce (nala_rr) under a lower register cap with more programs an SM: the forward at 518K and 1M
+(dense q, k, v), its CUDA-graph mean and the reduce's kernel time, for each (cap, programs per SM), in turns
+(A/B/A), in one process; each variant's output against the landed one's (relative RMS).
+
+    PYTHONPATH=.:kernels python benchmarks/rr_cap_gpu.py --variants 128x16,112x16,112x18,128x16 [--json OUT.json]
+
+At cap 112 ptxas fits the loop in 112 registers without spills (offline sm_90, Triton 3.6: 462 loop instructions as
+at 128), which leaves room for 18 one-warp programs an SM instead of 16.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+
+import torch
+
+from kernel_diag_gpu import HP, _inputs, graph_ms, kernel_us  # noqa: E402  (benchmarks/ is the script's directory)
+from nalasr_kernels import nala, nala_rr
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--variants", default="128x16,112x16,112x18,128x16")
+    ap.add_argument("--sizes", default="518400,1036800")
+    ap.add_argument("--json")
+    a = ap.parse_args()
+    launch, ppsm0 = nala_rr.launch, nala._PROGRAMS_PER_SM["fwd_reduce"]
+    rows = []
+    for n in (int(s) for s in a.sizes.split(",")):
+        q, k, v, _ = _inputs(n, "dense")
+        base = None
+        for text in a.variants.split(","):
+            cap, ppsm = (int(x) for x in text.split("x"))
+            nala_rr.launch = functools.partial(launch, maxnreg=cap)
+            nala._PROGRAMS_PER_SM["fwd_reduce"] = ppsm
+            fwd = lambda: nala.nala_forward(q, k, v, *HP)  # noqa: E731
+            o = fwd()[0].float()
+            torch.cuda.synchronize()
+            base = o if base is None else base
+            err = ((o - base).pow(2).mean() / base.pow(2).mean()).sqrt().item()
+            us = kernel_us(fwd)
+            r = {"tokens": n, "cap": cap, "ppsm": ppsm, "graph_us": graph_ms(fwd, 200) * 1e3,
+                 "reduce_us": us.get("_fwd_reduce_rr"), "rel_rms_vs_first": err,
+                 "chunks": nala._plan(n, 4, q.device, ppsm, nala_rr.TILE_TOKENS, nala._FWD_REDUCE_MIN_CHUNK)}
+            rows.append(r)
+            print(f"{n:8d} cap {cap:3d} ppsm {ppsm:2d} chunks {r['chunks']} | forward graph {r['graph_us']:6.1f} µs, "
+                  f"reduce {r['reduce_us']:5.1f} µs, o vs first {err:.1e}", flush=True)
+    nala_rr.launch, nala._PROGRAMS_PER_SM["fwd_reduce"] = launch, ppsm0
+    if a.json:
+        json.dump({"rows": rows, "device": torch.cuda.get_device_name()}, open(a.json, "w"), indent=1)
+
+
+if __name__ == "__main__":
+    main()
