@@ -1,11 +1,13 @@
-"""The register reduce (nala_rr) under a lower register cap with more programs an SM: the forward at 518K and 1M
-(dense q, k, v), its CUDA-graph mean and the reduce's kernel time, for each (cap, programs per SM), in turns
-(A/B/A), in one process; each variant's output against the landed one's (relative RMS).
+"""The register reduce under other register caps and programs an SM: the forward at 518K and 1M (dense q, k, v), its
+CUDA-graph mean and the reduce's kernel time, for each variant in turns (A/B/A) in one process; each variant's
+output against the first one's (relative RMS).
 
     PYTHONPATH=.:kernels python benchmarks/rr_cap_gpu.py --variants 128x16,112x16,112x18,128x16 [--json OUT.json]
 
-At cap 112 ptxas fits the loop in 112 registers without spills (offline sm_90, Triton 3.6: 462 loop instructions as
-at 128), which leaves room for 18 one-warp programs an SM instead of 16.
+A variant is CAPxPROGRAMS_PER_SM of nala_rr, or ksCAPxPROGRAMS_PER_SM of the register reduce by k-steps
+(nala_rr_ks, NALASR_REDUCE_RR_KSTEP=1), e.g. ks96x20 (its own pick) or ks128x16. At cap 112 nala_rr fits its loop in
+112 registers without spills (offline sm_90, Triton 3.6), but 18 an SM ran as if they did not fit: each scheduler's
+16K registers hold 4 such warps, not 5 (benchmarks/results/h200/session28/call7).
 """
 
 from __future__ import annotations
@@ -13,11 +15,12 @@ from __future__ import annotations
 import argparse
 import functools
 import json
+import os
 
 import torch
 
 from kernel_diag_gpu import HP, _inputs, graph_ms, kernel_us  # noqa: E402  (benchmarks/ is the script's directory)
-from nalasr_kernels import nala, nala_rr
+from nalasr_kernels import nala, nala_rr, nala_rr_ks
 
 
 def main() -> None:
@@ -27,27 +30,33 @@ def main() -> None:
     ap.add_argument("--json")
     a = ap.parse_args()
     launch, ppsm0 = nala_rr.launch, nala._PROGRAMS_PER_SM["fwd_reduce"]
+    launch_ks, ppsm_ks = nala_rr_ks.launch, nala_rr_ks.PROGRAMS_PER_SM
     rows = []
     for n in (int(s) for s in a.sizes.split(",")):
         q, k, v, _ = _inputs(n, "dense")
         base = None
         for text in a.variants.split(","):
-            cap, ppsm = (int(x) for x in text.split("x"))
+            ks = text.startswith("ks")
+            cap, ppsm = (int(x) for x in text.removeprefix("ks").split("x"))
+            os.environ["NALASR_REDUCE_RR_KSTEP"] = "1" if ks else "0"
             nala_rr.launch = functools.partial(launch, maxnreg=cap)
-            nala._PROGRAMS_PER_SM["fwd_reduce"] = ppsm
+            nala_rr_ks.launch = functools.partial(launch_ks, maxnreg=cap)
+            nala._PROGRAMS_PER_SM["fwd_reduce"] = nala_rr_ks.PROGRAMS_PER_SM = ppsm
             fwd = lambda: nala.nala_forward(q, k, v, *HP)  # noqa: E731
             o = fwd()[0].float()
             torch.cuda.synchronize()
             base = o if base is None else base
             err = ((o - base).pow(2).mean() / base.pow(2).mean()).sqrt().item()
             us = kernel_us(fwd)
-            r = {"tokens": n, "cap": cap, "ppsm": ppsm, "graph_us": graph_ms(fwd, 200) * 1e3,
-                 "reduce_us": us.get("_fwd_reduce_rr"), "rel_rms_vs_first": err,
+            r = {"tokens": n, "variant": text, "cap": cap, "ppsm": ppsm, "graph_us": graph_ms(fwd, 200) * 1e3,
+                 "reduce_us": us.get("_fwd_reduce_rr_ks" if ks else "_fwd_reduce_rr"), "rel_rms_vs_first": err,
                  "chunks": nala._plan(n, 4, q.device, ppsm, nala_rr.TILE_TOKENS, nala._FWD_REDUCE_MIN_CHUNK)}
             rows.append(r)
-            print(f"{n:8d} cap {cap:3d} ppsm {ppsm:2d} chunks {r['chunks']} | forward graph {r['graph_us']:6.1f} µs, "
+            print(f"{n:8d} {text:8s} chunks {r['chunks']} | forward graph {r['graph_us']:6.1f} µs, "
                   f"reduce {r['reduce_us']:5.1f} µs, o vs first {err:.1e}", flush=True)
     nala_rr.launch, nala._PROGRAMS_PER_SM["fwd_reduce"] = launch, ppsm0
+    nala_rr_ks.launch, nala_rr_ks.PROGRAMS_PER_SM = launch_ks, ppsm_ks
+    os.environ.pop("NALASR_REDUCE_RR_KSTEP", None)
     if a.json:
         json.dump({"rows": rows, "device": torch.cuda.get_device_name()}, open(a.json, "w"), indent=1)
 

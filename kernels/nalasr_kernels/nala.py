@@ -1586,15 +1586,17 @@ def nala_forward(q: Tensor, k: Tensor, v: Tensor, lam: float, tau: float, alpha:
     pdl = _pdl(dev)
     with _device_guard(q):
         offs64 = _offs64(n, k, v)
-        chunk, n_chunks = _plan(n, b * h, dev, _PROGRAMS_PER_SM["fwd_reduce"], nala_rr.TILE_TOKENS,
-                                _FWD_REDUCE_MIN_CHUNK)
+        ks = nala_rr_ks.wanted()  # the register reduce by k-steps, its own programs per SM
+        chunk, n_chunks = _plan(n, b * h, dev, nala_rr_ks.PROGRAMS_PER_SM if ks else _PROGRAMS_PER_SM["fwd_reduce"],
+                                nala_rr.TILE_TOKENS, _FWD_REDUCE_MIN_CHUNK)
         rr = _reduce_rr(k, v, rope, prec, offs64, chunk)
         if not rr:
             chunk, n_chunks = _plan(n, b * h, dev, _PROGRAMS_PER_SM["fwd_reduce"], _MAX_BLOCK_N,
                                     _FWD_REDUCE_MIN_CHUNK)
         part = _empty((b * h * n_chunks * state_n,), torch.float32, dev)
         if rr:
-            nala_rr.launch(k, v, part, n, chunk, n_chunks, alpha, lam, _lam_int(lam), approx, clamp, pdl=pdl)
+            (nala_rr_ks if ks else nala_rr).launch(k, v, part, n, chunk, n_chunks, alpha, lam, _lam_int(lam), approx,
+                                                   clamp, pdl=pdl)
         else:
             _launch(_fwd_reduce_tuned, _fwd_reduce, (h, n_chunks, b),
                     k, v, freq, part, n, max(rope_w, 1), h, chunk, n_chunks, bucket,
@@ -1768,3 +1770,4 @@ def nala_attention_triton(
 
 # The register reduce builds on this module's device helpers, so it is imported once they exist (it imports them back).
 from . import nala_rr  # noqa: E402
+from . import nala_rr_ks  # noqa: E402

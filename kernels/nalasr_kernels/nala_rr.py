@@ -48,6 +48,7 @@ MAXNREG = 128  # 16 one-warp programs an SM; uncapped it takes 166 registers and
 # Each scheduler's warps take registers from its own quarter of the file (16K), so any cap above 96 leaves 4 one-warp
 # programs a scheduler: at 112 (no spills offline) 18 an SM took 68.6 against 52.9 µs at 518K, as a second wave; at 96
 # (5 a scheduler, 96 B of spills) 20 an SM took 61.5-61.7 (benchmarks/results/h200/session28/call7-8, rr_cap_gpu.py).
+# nala_rr_ks runs the same products one k-step at a time, which fits 96 registers without spills (not measured yet).
 # The token strides of k and v as constexprs (one compile per stride pair; the model passes one). With them ptxas
 # fits the loop in 125 registers under the cap and issues all 16 of the next tile's loads within its first 123 of
 # 474 instructions; with runtime strides 11 of them come after instruction 253 of 471, leaving them a fraction of a
@@ -157,8 +158,9 @@ def _stamp(TIMES, pid_h, pid_c, pid_b, H, n_chunks, WHICH: tl.constexpr):
 
 @triton.jit
 def _pair(lo, hi):
-    """(256,) lo / hi → the (512,) operand (f = 2e + j): a lane's registers (i, j), j fastest."""
-    return tl.reshape(tl.join(lo, hi), (512,))
+    """(256,) lo / hi → the (512,) operand (f = 2e + j): a lane's registers (i, j), j fastest (any (M,) → (2M,):
+    nala_rr_ks's k-steps)."""
+    return tl.reshape(tl.join(lo, hi), (2 * lo.shape[0],))
 
 
 @triton.jit
@@ -207,6 +209,32 @@ def _unpack(p, DT: tl.constexpr):
     lo = (p & 65535).to(tl.int16).to(DT, bitcast=True).to(tl.float32)
     hi = (p >> 16).to(tl.int16).to(DT, bitcast=True).to(tl.float32)
     return lo, hi
+
+
+@triton.jit
+def _features(kk, vv, alpha, lam, DT: tl.constexpr, LAM_INT: tl.constexpr, APPROX: tl.constexpr,
+              CLAMP: tl.constexpr):
+    """The lane's int32 pairs of k and v (a tile's (256,), or a k-step's (64,) in nala_rr_ks) → v's dims 2g, 2g + 1
+    and φk's cos and sin halves of each (float32, the same shape): v0, v1, cos0, cos1, sin0, sin1."""
+    x0, x1 = _unpack(kk, DT)
+    v0, v1 = _unpack(vv, DT)
+    x20 = x0 * x0
+    x21 = x1 * x1
+    ss = x20 + x21
+    ss = ss + _lane_xor(ss, 4)  # the token's other 14 dims, in the lanes that share t
+    ss = ss + _lane_xor(ss, 8)
+    ss = ss + _lane_xor(ss, 16)
+    ar = alpha * tl.rsqrt(ss + 1e-12)
+    u0, uc0 = _angle(x0 * ar, APPROX, CLAMP)
+    u1, uc1 = _angle(x1 * ar, APPROX, CLAMP)
+    # The degree-5 sine, not the degree 7 series: 402 → 386 loop instructions (offline sm_90); 52.2-52.4 against
+    # 52.8 µs at 518K (benchmarks/results/h200/session23/call1/sweep_lean.json). Before the asm loads it ran
+    # 63.3 against 55.1 µs (see _sincos_angle): ptxas put two loads on a shuffle's scoreboard then.
+    c0, s0 = _sincos_angle(uc0, APPROX, SIN5=True)
+    c1, s1 = _sincos_angle(uc1, APPROX, SIN5=True)
+    m0 = _key_mag(x0, x20, lam, LAM_INT)
+    m1 = _key_mag(x1, x21, lam, LAM_INT)
+    return v0, v1, m0 * c0, m1 * c1, m0 * s0, m1 * s1
 
 
 @triton.jit(do_not_specialize=["N", "n_chunks"])
@@ -264,26 +292,9 @@ def _fwd_reduce_rr(K, V, PART, N, CHUNK, n_chunks, H, sk_b, sk_n, sk_h, sv_b, sv
         else:
             kn = tl.load(kp + (n0 + 32) * skp + koff, mask=tok < left, other=0)  # the next tile in flight
             vn = tl.load(vp + (n0 + 32) * svp + voff, mask=tok < left, other=0)
-        x0, x1 = _unpack(kk, K.dtype.element_ty)
-        v0, v1 = _unpack(vv, V.dtype.element_ty)
-        x20 = x0 * x0
-        x21 = x1 * x1
-        ss = x20 + x21
-        ss = ss + _lane_xor(ss, 4)  # the token's other 14 dims, in the lanes that share t
-        ss = ss + _lane_xor(ss, 8)
-        ss = ss + _lane_xor(ss, 16)
-        ar = alpha * tl.rsqrt(ss + 1e-12)
-        u0, uc0 = _angle(x0 * ar, APPROX, CLAMP)
-        u1, uc1 = _angle(x1 * ar, APPROX, CLAMP)
-        # The degree-5 sine, not the degree 7 series: 402 → 386 loop instructions (offline sm_90); 52.2-52.4 against
-        # 52.8 µs at 518K (benchmarks/results/h200/session23/call1/sweep_lean.json). Before the asm loads it ran
-        # 63.3 against 55.1 µs (see _sincos_angle): ptxas put two loads on a shuffle's scoreboard then.
-        c0, s0 = _sincos_angle(uc0, APPROX, SIN5=True)
-        c1, s1 = _sincos_angle(uc1, APPROX, SIN5=True)
-        m0 = _key_mag(x0, x20, lam, LAM_INT)
-        m1 = _key_mag(x1, x21, lam, LAM_INT)
-        bc = _pair(m0 * c0, m1 * c1)
-        bs = _pair(m0 * s0, m1 * s1)
+        v0, v1, pc0, pc1, ps0, ps1 = _features(kk, vv, alpha, lam, K.dtype.element_ty, LAM_INT, APPROX, CLAMP)
+        bc = _pair(pc0, pc1)
+        bs = _pair(ps0, ps1)
         acc = _mma_s(_pair(v0, v1), bc, bs, acc)
         zacc = _mma_z(bc, bs, zacc)
     f = tl.arange(0, 512)  # register (i, j) = (f // 64, f % 2) of lane (g, t) = ((f // 8) % 8, (f // 2) % 4)
