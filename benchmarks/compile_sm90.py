@@ -276,7 +276,7 @@ def main() -> None:
         if k not in params:
             ap.error(f"--const {item}: {name} has no parameter {k}")
         switches[k] = int(v)
-    if a.kernel == "fwd_reduce_rr" and switches.get("SK_N") and switches.get("SV_N"):  # the asm loads, as nala_rr.launch
+    if "ASM_LOADS" in params and switches.get("SK_N") and switches.get("SV_N"):  # the asm loads, as nala_rr.launch
         if switches.setdefault("ASM_LOADS", int(nala_rr.ASM_LOADS)):
             switches.update(nala_rr.asm_loads_meta(switches["SK_N"], switches["SV_N"]))
     ck = compile_kernel(a.kernel, switches, block_n, warps, stages, maxnreg)

@@ -29,8 +29,7 @@ def main() -> None:
     ap.add_argument("--sizes", default="518400,1036800")
     ap.add_argument("--json")
     a = ap.parse_args()
-    launch, ppsm0 = nala_rr.launch, nala._PROGRAMS_PER_SM["fwd_reduce"]
-    launch_ks, ppsm_ks = nala_rr_ks.launch, nala_rr_ks.PROGRAMS_PER_SM
+    launch, launch_ks, ppsm0 = nala_rr.launch, nala_rr_ks.launch, dict(nala._PROGRAMS_PER_SM)
     rows = []
     for n in (int(s) for s in a.sizes.split(",")):
         q, k, v, _ = _inputs(n, "dense")
@@ -41,7 +40,7 @@ def main() -> None:
             os.environ["NALASR_REDUCE_RR_KSTEP"] = "1" if ks else "0"
             nala_rr.launch = functools.partial(launch, maxnreg=cap)
             nala_rr_ks.launch = functools.partial(launch_ks, maxnreg=cap)
-            nala._PROGRAMS_PER_SM["fwd_reduce"] = nala_rr_ks.PROGRAMS_PER_SM = ppsm
+            nala._PROGRAMS_PER_SM["fwd_reduce_ks" if ks else "fwd_reduce"] = ppsm
             fwd = lambda: nala.nala_forward(q, k, v, *HP)  # noqa: E731
             o = fwd()[0].float()
             torch.cuda.synchronize()
@@ -54,8 +53,8 @@ def main() -> None:
             rows.append(r)
             print(f"{n:8d} {text:8s} chunks {r['chunks']} | forward graph {r['graph_us']:6.1f} µs, "
                   f"reduce {r['reduce_us']:5.1f} µs, o vs first {err:.1e}", flush=True)
-    nala_rr.launch, nala._PROGRAMS_PER_SM["fwd_reduce"] = launch, ppsm0
-    nala_rr_ks.launch, nala_rr_ks.PROGRAMS_PER_SM = launch_ks, ppsm_ks
+    nala_rr.launch, nala_rr_ks.launch = launch, launch_ks
+    nala._PROGRAMS_PER_SM.update(ppsm0)
     os.environ.pop("NALASR_REDUCE_RR_KSTEP", None)
     if a.json:
         json.dump({"rows": rows, "device": torch.cuda.get_device_name()}, open(a.json, "w"), indent=1)

@@ -755,8 +755,9 @@ def test_reduce_rr_rule(monkeypatch, nala):
 
 def test_reduce_rr_kstep_rule(monkeypatch, nala):
     """NALASR_REDUCE_RR_KSTEP: the register reduce by k-steps (nala_rr_ks) at 1, nala_rr at 0, nala_rr_ks.KSTEP when
-    unset; anything else is refused with the variable's name. Its plan takes nala_rr_ks.PROGRAMS_PER_SM, whose one-warp
-    programs fit 5 a scheduler at its register cap (5 · MAXNREG · 32 within a scheduler's 16K registers)."""
+    unset; anything else is refused with the variable's name. Its plan takes nala._PROGRAMS_PER_SM["fwd_reduce_ks"],
+    whose one-warp programs fit 5 a scheduler at its register cap (5 · MAXNREG · 32 within a scheduler's 16K
+    registers)."""
     from nalasr_kernels import nala_rr_ks
 
     monkeypatch.delenv("NALASR_REDUCE_RR_KSTEP", raising=False)
@@ -768,7 +769,7 @@ def test_reduce_rr_kstep_rule(monkeypatch, nala):
     with pytest.raises(ValueError, match="NALASR_REDUCE_RR_KSTEP"):
         nala_rr_ks.wanted()
     per_scheduler = 16384 // (nala_rr_ks.MAXNREG * 32)
-    assert nala_rr_ks.PROGRAMS_PER_SM == 4 * per_scheduler == 20
+    assert nala._PROGRAMS_PER_SM["fwd_reduce_ks"] == 4 * per_scheduler == 20
 
 
 def test_pdl_rule(monkeypatch, nala):

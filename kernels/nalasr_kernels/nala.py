@@ -1207,9 +1207,11 @@ _bwd_key_tuned = _tuned(_bwd_key, _BWD_CONFIGS, 8)
 # is two whole waves. At 518K on the H200, twice: the map 52.0 / 52.2 µs against 53.7 / 53.3 at 36 (42: 52.7 / 52.4,
 # 48: 52.6 / 52.7, 56: 53.3 / 53.2), the forward graph 108.0 / 107.6 against 109.1 / 108.5
 # (benchmarks/results/h200/session25/call3).
+# fwd_reduce_ks: the register reduce by k-steps (nala_rr_ks), 96 registers: 5 one-warp programs a scheduler.
 _PROGRAMS_PER_SM = {name: int(os.environ.get(f"NALASR_PROGRAMS_PER_SM_{name.upper()}", default))
-                    for name, default in (("fwd_reduce", 16), ("fwd_map", 36), ("fwd_map_half2", 28),
-                                          ("fwd_map_pair", 16), ("bwd_query", 8), ("bwd_key", 8))}
+                    for name, default in (("fwd_reduce", 16), ("fwd_reduce_ks", 20), ("fwd_map", 36),
+                                          ("fwd_map_half2", 28), ("fwd_map_pair", 16), ("bwd_query", 8),
+                                          ("bwd_key", 8))}
 
 
 # ================================================================================================ host side
@@ -1586,8 +1588,8 @@ def nala_forward(q: Tensor, k: Tensor, v: Tensor, lam: float, tau: float, alpha:
     pdl = _pdl(dev)
     with _device_guard(q):
         offs64 = _offs64(n, k, v)
-        ks = nala_rr_ks.wanted()  # the register reduce by k-steps, its own programs per SM
-        chunk, n_chunks = _plan(n, b * h, dev, nala_rr_ks.PROGRAMS_PER_SM if ks else _PROGRAMS_PER_SM["fwd_reduce"],
+        ks = nala_rr_ks.wanted()  # the register reduce by k-steps, with its own programs per SM
+        chunk, n_chunks = _plan(n, b * h, dev, _PROGRAMS_PER_SM["fwd_reduce_ks" if ks else "fwd_reduce"],
                                 nala_rr.TILE_TOKENS, _FWD_REDUCE_MIN_CHUNK)
         rr = _reduce_rr(k, v, rope, prec, offs64, chunk)
         if not rr:

@@ -11,7 +11,7 @@ more, and at 96 that kernel spills: nala_rr.MAXNREG). Here a tile's words are fo
 each) and each k-step forms its φk and runs its 8 mma (4 n-tiles of S, 4 of z) as 8 single-mma asm blocks, so nothing
 forces a whole tile's feature maps to be live at once: offline (sm_90, Triton 3.6) the loop fits 96 registers
 without spills, 411 instructions a tile (nala_rr: 386 with its asm loads, 462 counting its masked-load path), 5
-programs a scheduler, 20 an SM (PROGRAMS_PER_SM). Not measured on the GPU yet: NALASR_REDUCE_RR_KSTEP=1 (or KSTEP)
+programs a scheduler, 20 an SM (nala._PROGRAMS_PER_SM["fwd_reduce_ks"]). Not measured on the GPU yet: NALASR_REDUCE_RR_KSTEP=1 (or KSTEP)
 takes it; benchmarks/compile_sm90.py --kernel fwd_reduce_rr_ks --const SK_N=64 --const SV_N=64 for the counts.
 
 Layout. Lane (g, t) = (lane >> 2, lane & 3) holds, in k-step s, tokens t + 8s + 4·slot (slot 0, 1) and head dims
@@ -36,8 +36,7 @@ from .nala import _COMPILED, _INTERPRET, _forced, _pdl_launch, _slab
 from .nala_rr import _features, _pair
 
 KSTEP = False  # see the module docstring; NALASR_REDUCE_RR_KSTEP=0|1 overrides
-MAXNREG = 96  # 5 one-warp programs a scheduler (5 · 96 · 32 ≤ 16K registers)
-PROGRAMS_PER_SM = 20
+MAXNREG = 96  # 5 one-warp programs a scheduler (5 · 96 · 32 ≤ 16K registers), 20 an SM
 
 
 def _mma_asm(ones_a: bool, j: int) -> str:
@@ -131,7 +130,7 @@ def _words(tile, S: tl.constexpr, stride, off, tok, left):
 
 
 @triton.jit(do_not_specialize=["N", "n_chunks"])
-def _fwd_reduce_rr_ks(K, V, PART, N, CHUNK, n_chunks, H, sk_b, sk_n, sk_h, sv_b, sv_n, sv_h, alpha, lam,
+def _fwd_reduce_rr_ks(K, V, PART, N, CHUNK, n_chunks, H, sk_b, sk_h, sv_b, sv_h, alpha, lam,
                       LAM_INT: tl.constexpr, APPROX: tl.constexpr, CLAMP: tl.constexpr, SK_N: tl.constexpr,
                       SV_N: tl.constexpr, PDL: tl.constexpr = False):
     """Partial Σφk vᵀ and Σφk over one chunk of one (b, h) → PART[b, h, chunk, :], as nala_rr._fwd_reduce_rr with
@@ -212,8 +211,8 @@ def launch(k: Tensor, v: Tensor, part: Tensor, n: int, chunk: int, n_chunks: int
     compiled in (one compile per stride pair, as nala_rr.STATIC_STRIDES)."""
     b, _, h, _ = k.shape
     extra = {} if _INTERPRET or not maxnreg else {"maxnreg": maxnreg}
-    _fwd_reduce_rr_ks[(h, n_chunks, b)](k, v, part, n, chunk, n_chunks, h, k.stride(0), k.stride(1), k.stride(2),
-                                        v.stride(0), v.stride(1), v.stride(2), float(alpha), float(lam),
+    _fwd_reduce_rr_ks[(h, n_chunks, b)](k, v, part, n, chunk, n_chunks, h, k.stride(0), k.stride(2), v.stride(0),
+                                        v.stride(2), float(alpha), float(lam),
                                         LAM_INT=lam_int, APPROX=approx, CLAMP=clamp, PDL=pdl,
                                         SK_N=k.stride(1), SV_N=v.stride(1),
                                         num_warps=1, num_stages=1, **extra)
