@@ -263,7 +263,7 @@ def hmajor_forward(q, k, v, o):
     nala._combine_launch(part, state, H, n_chunks, 1.0 / n, state_n)
     chunk, n_chunks = nala._plan(n, H, dev, nala._PROGRAMS_PER_SM["fwd_map"])
     nala._fwd_map_tuned[(H, n_chunks, 1)](
-        q, state, state, o, n, 1, H, chunk, bucket, *q.stride(), *o.stride(), 1.0, 3.0, 0.5, 1e-6,
+        q, state, state, o, n, 1, H, chunk, n_chunks, bucket, *q.stride(), *o.stride(), 1.0, 3.0, 0.5, 1e-6,
         D=D, DV=D, BD=16, BDV=16, ROPE=False, PREC="tf32", APPROX=True, OFFS64=False, FASTMAG=True, F16=True,
         CLAMP=False)
     return o, state

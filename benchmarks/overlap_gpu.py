@@ -41,7 +41,7 @@ def _map(q, state, o, ppsm: int) -> None:
     n, h = q.shape[1], q.shape[2]
     chunk, n_chunks = nala._plan(n, h, q.device, ppsm)
     nala._fwd_map_tuned[(h, n_chunks, 1)](
-        q, state, state, o, n, 1, h, chunk, nala._pow2(n * H), *q.stride(), *o.stride(), 1.0, 3.0, 0.5, 1e-6,
+        q, state, state, o, n, 1, h, chunk, n_chunks, nala._pow2(n * H), *q.stride(), *o.stride(), 1.0, 3.0, 0.5, 1e-6,
         D=D, DV=D, BD=16, BDV=16, ROPE=False, PREC="tf32", APPROX=True, OFFS64=False, FASTMAG=True, F16=True,
         CLAMP=False)
 

@@ -54,7 +54,7 @@ def map_out(q, state, chunk: int, maxnreg: int | None, out=None) -> torch.Tensor
     chunk, n_chunks = plan(n, chunk)
     extra = {"maxnreg": maxnreg} if maxnreg else {}
     nala._fwd_map[(h, n_chunks, b)](
-        q, state, state, o, n, 1, h, chunk, nala._pow2(b * n * h), *q.stride(), *o.stride(),
+        q, state, state, o, n, 1, h, chunk, n_chunks, nala._pow2(b * n * h), *q.stride(), *o.stride(),
         HP[2], HP[0], HP[1], HP[3], D=16, DV=16, BD=16, BDV=16, ROPE=False, PREC="tf32", APPROX=True, OFFS64=False,
         FASTMAG=True, F16=True, BLOCK_N=64, CLAMP=False, num_warps=2, num_stages=2, **extra)
     return o

@@ -253,18 +253,21 @@ def clamp_forced(flag: str):
     return setting(K, "_CLAMP_FREE", K._CLAMP_FREE, -1.0)(flag)
 
 
-def switch_errors(switch: str, dtype: str, device: str, patch=None) -> list[float]:
-    """Relative errors of the output and the gradient (batch3: q, k, v are views of one leaf) with the environment
-    switch ``switch`` at 1 against 0 (or with the context ``patch(flag)`` gives). On the CPU interpreter the tf32
+def switch_errors(switch: str, dtype: str, device: str, patch=None, **case) -> list[float]:
+    """Relative errors of the output and the gradient (batch3, or batch3 with the fields ``case`` gives: q, k, v are
+    views of one leaf) with the environment switch ``switch`` at 1 against 0 (or with the context ``patch(flag)``
+    gives), every buffer the kernels must write NaN-filled first (a tile a switch skips must not read as the other
+    run's leftovers). On the CPU interpreter the tf32
     products round their operands as on the GPU (NALASR_REDUCE_ZACC=0 takes z out of such a product, =1 sums the
     tf32-truncated φk itself)."""
     from nalasr_kernels import nala as K
 
     runs = []
     for flag in ("0", "1"):
-        q, k, v, g, leaves = _make({**CASES["batch3"], "dtype": dtype, "config": None}, device, seed=5)
+        q, k, v, g, leaves = _make({**CASES["batch3"], **case, "dtype": dtype, "config": None}, device, seed=5)
         tf32 = tf32_dots_in_interpreter() if device == "cpu" else contextlib.nullcontext()
-        with patch(flag) if patch else mock.patch.dict(os.environ, {switch: flag}), tf32:
+        with patch(flag) if patch else mock.patch.dict(os.environ, {switch: flag}), tf32, \
+                mock.patch.object(K, "_OUT_FILL", float("nan")):
             o = K.nala_attention_triton(q, k, v)
             o.backward(g)
         runs.append([o.detach().float()] + [t.grad.float() for t in leaves])
@@ -365,6 +368,39 @@ def run_extras(device: str) -> dict:
     # same bits.
     asm_loads = setting(nala_rr, "ASM_LOADS", False, True)
     out["reduce_rr_asm_loads"] = max(switch_errors("asm", "float16", device, patch=asm_loads)) == 0.0
+    # Tile-strided chunks (nala._strided): program c takes tiles c, c + n_chunks, … The register reduce's partials then
+    # hold other tokens (their sum over the chunks is the same to float32 summation order: every slot written, NaN-
+    # filled buffers, ragged last tiles), the attention within SWITCH_TOL; the pair map computes each token as before,
+    # so the same bits. A tile skipped or taken twice would be off by O(1). 229 tokens of 2 heads: the reduce's 2
+    # chunks of 128 (nala._FWD_REDUCE_MIN_CHUNK) and the pair map's 4 of 64 take 4 and 2 tiles each, the last ragged.
+    out["strided_fwd_reduce_float16"] = (
+        max(switch_errors("NALASR_STRIDED_FWD_REDUCE", "float16", device, B=1, N=229)) <= SWITCH_TOL["float16"])
+    def pair_strided(flag):
+        return mock.patch.dict(os.environ, {"NALASR_MAP_PAIR": "1", "NALASR_STRIDED_FWD_MAP_PAIR": flag})
+
+    with recording(K, "_map_pair") as calls:
+        out["strided_fwd_map_pair_float16"] = max(switch_errors("strided", "float16", device, patch=pair_strided,
+                                                                B=1, N=229)) == 0.0
+    out["strided_fwd_map_pair_taken"] = [taken for _, taken in calls] == [True, True]
+    # The same in the other streaming passes, at 600 tokens (the one-head map's 2-tile chunks; the backward's 5 and
+    # 8 chunks of 1-2 tiles and their ragged ends): the maps compute each token as before (the same bits); _bwd_query's
+    # dS, dz partials hold other tokens (the gradient within SWITCH_TOL).
+    for name, dtypes, exact in (("fwd_map", ("float16",), True), ("bwd_query", ("float16", "float32"), False),
+                                ("bwd_key", ("float16",), True)):
+        for dtype in dtypes:
+            errs = switch_errors(f"NALASR_STRIDED_{name.upper()}", dtype, device, B=1, N=600)
+            out[f"strided_{name}_{dtype}"] = max(errs) == 0.0 if exact else max(errs) <= SWITCH_TOL[dtype]
+    gen = torch.Generator().manual_seed(12)
+    for n, chunk, dtype in ((100, 32, torch.float16), (229, 64, torch.bfloat16), (37, 64, torch.float16)):
+        k, v = (torch.randn(2, n, 3, 16, generator=gen).to(device, dtype) for _ in range(2))
+        n_chunks = -(-n // chunk)
+        totals = []
+        for strided in (False, True):
+            part = torch.full((2 * 3 * n_chunks * 544,), float("nan"), device=device)
+            nala_rr.launch(k, v, part, n, chunk, n_chunks, 1.0, 3.0, 3, True, False, strided=strided)
+            totals.append(part.view(6, n_chunks, 544).sum(1))
+        out[f"strided_fwd_reduce_partials_{n}"] = bool(torch.isfinite(totals[1]).all()) and torch.allclose(
+            totals[1], totals[0], rtol=1e-5, atol=1e-5 * totals[0].abs().max().item())
     # The register reduce by k-steps (nala_rr_ks, NALASR_REDUCE_RR_KSTEP=1: nala_rr's products one k-step at a
     # time, on its own plan): taken for the 16-bit run; its partial sums those of nala_rr to float32 summation order
     # (every slot written: NaN-filled buffers, a ragged last chunk), and the attention within SWITCH_TOL.
@@ -751,6 +787,21 @@ def test_reduce_rr_rule(monkeypatch, nala):
     monkeypatch.setenv("NALASR_REDUCE_RR", "on")
     with pytest.raises(ValueError, match="NALASR_REDUCE_RR"):
         nala._reduce_rr(k, k, False, "tf32", False, 256)
+
+
+def test_strided_rule(monkeypatch, nala):
+    """NALASR_STRIDED_<PASS>: tile-strided chunks at 1, contiguous at 0, nala._STRIDED when unset; anything else is
+    refused with the variable's name."""
+    for name in nala._STRIDED:
+        var = f"NALASR_STRIDED_{name.upper()}"
+        monkeypatch.delenv(var, raising=False)
+        assert nala._strided(name) is nala._STRIDED[name]
+        for value, taken in (("1", True), ("0", False)):
+            monkeypatch.setenv(var, value)
+            assert nala._strided(name) is taken
+        monkeypatch.setenv(var, "yes")
+        with pytest.raises(ValueError, match=var):
+            nala._strided(name)
 
 
 def test_reduce_rr_kstep_rule(monkeypatch, nala):

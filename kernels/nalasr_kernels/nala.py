@@ -695,15 +695,16 @@ def _map_tile_h2(x, ss, r, s_c, s_s, zc_mat, zs_mat, up, eps, alpha, lga, lam, t
     return num * (up * half2._rcp(tl.maximum(den, _FLT_MIN)))[:, None]
 
 
-@triton.jit(do_not_specialize=["N", "W", "N_BUCKET"])
+@triton.jit(do_not_specialize=["N", "W", "n_chunks", "N_BUCKET"])
 def _fwd_map(
     Q, STATE, FREQ, O,
-    N, W, H, CHUNK, N_BUCKET,
+    N, W, H, CHUNK, n_chunks, N_BUCKET,
     sq_b, sq_n, sq_h, sq_d, so_b, so_n, so_h, so_d,
     alpha, lam, tau, eps,
     D: tl.constexpr, DV: tl.constexpr, BD: tl.constexpr, BDV: tl.constexpr,
     ROPE: tl.constexpr, PREC: tl.constexpr, APPROX: tl.constexpr, OFFS64: tl.constexpr, FASTMAG: tl.constexpr,
     F16: tl.constexpr, BLOCK_N: tl.constexpr, CLAMP: tl.constexpr, PDL: tl.constexpr = False,
+    STRIDED: tl.constexpr = False,
     HALF2: tl.constexpr = False,
 ):
     """o = φ̃qᵀS / (φqᵀz + ε) for one chunk of queries of one (b, h); S, z stay in registers for the chunk.
@@ -725,7 +726,13 @@ def _fwd_map(
     o_base = _slab(O, pid_b, pid_h, so_b, so_h)
     if ROPE:
         freq = tl.load(FREQ + offs_d)
-    start, end = _chunk(pid_c, CHUNK, N)
+    if STRIDED:  # see _strided
+        start = pid_c * BLOCK_N
+        end = N
+        step = BLOCK_N * n_chunks
+    else:
+        start, end = _chunk(pid_c, CHUNK, N)
+        step: tl.constexpr = BLOCK_N
     x_next = _load_tile(q_base, start, end, sq_n, offs_d, sq_d, dmask, BLOCK_N, OFFS64)
     _pdl_wait(PDL)  # STATE comes from the combine before
     s_c, s_s, z_c, z_s = _load_state(STATE, pid_b * H + pid_h, BD, BDV)
@@ -737,10 +744,10 @@ def _fwd_map(
         lga = _log2(tl.abs(alpha))
     if HALF2:
         zc_mat, zs_mat, up, eps = _z_mats(z_c, z_s, up, eps, BD, BDV)
-    for n0 in tl.range(start, end, BLOCK_N):
+    for n0 in tl.range(start, end, step):
         offs_n, nmask, rows = _token_rows(n0, end, BLOCK_N, OFFS64)
         x = x_next.to(tl.float32)
-        x_next = _load_tile(q_base, n0 + BLOCK_N, end, sq_n, offs_d, sq_d, dmask, BLOCK_N, OFFS64)
+        x_next = _load_tile(q_base, n0 + step, end, sq_n, offs_d, sq_d, dmask, BLOCK_N, OFFS64)
         ss = tl.sum(x * x, axis=1)
         r = tl.rsqrt(ss + 1e-12)
         if HALF2:
@@ -796,19 +803,20 @@ def _query_h2(x, s_c, s_s, zc_mat, zs_mat, up, eps, alpha, lga, lam, tau, APPROX
     return _map_tile_h2(xf, ss, tl.rsqrt(ss + 1e-12), s_c, s_s, zc_mat, zs_mat, up, eps, alpha, lga, lam, tau, APPROX)
 
 
-@triton.jit(do_not_specialize=["N"])
+@triton.jit(do_not_specialize=["N", "n_chunks"])
 def _fwd_map_pair(
     Q, STATE, O,
-    N, H, CHUNK,
+    N, H, CHUNK, n_chunks,
     sq_b, sq_n, sq_h, sq_d, so_b, so_n,
     alpha, lam, tau, eps,
     BD: tl.constexpr, APPROX: tl.constexpr, OFFS64: tl.constexpr, BLOCK_N: tl.constexpr, PDL: tl.constexpr = False,
+    STRIDED: tl.constexpr = False,
 ):
     """_fwd_map with HALF2 over the two heads 2·program_id(0), 2·program_id(0) + 1 of one chunk of queries (see
     _map_pair): D = DV = BD, o's heads side by side with unit-stride dims (nala_forward's contiguous o), so a token's
     two outputs go out as one (2·BD)-element store, 64 bytes at 16 dims, where one head a program stores 32 bytes of
     each 128-byte row (the map's stream floor 44.5 µs at 518K with those stores, 38.8-39.1 with 64-byte ones,
-    benchmarks/results/h200/session19/call4, call6)."""
+    benchmarks/results/h200/session19/call4, call6). STRIDED: see _strided."""
     pid_p = tl.program_id(0)
     pid_c = tl.program_id(1)
     pid_b = tl.program_id(2)
@@ -819,19 +827,25 @@ def _fwd_map_pair(
     qa = _slab(Q, pid_b, h0, sq_b, sq_h)
     qb = qa + sq_h
     o_base = _slab(O, pid_b, h0, so_b, BD)
-    start, end = _chunk(pid_c, CHUNK, N)
+    if STRIDED:
+        start = pid_c * BLOCK_N
+        end = N
+        step = BLOCK_N * n_chunks
+    else:
+        start, end = _chunk(pid_c, CHUNK, N)
+        step: tl.constexpr = BLOCK_N
     xa_next = _load_tile(qa, start, end, sq_n, offs_d, sq_d, dmask, BLOCK_N, OFFS64)
     xb_next = _load_tile(qb, start, end, sq_n, offs_d, sq_d, dmask, BLOCK_N, OFFS64)
     _pdl_wait(PDL)  # STATE comes from the combine before
     sca, ssa, zca, zsa, upa, epa = _state_h2(STATE, pid_b * H + h0, eps, BD)
     scb, ssb, zcb, zsb, upb, epb = _state_h2(STATE, pid_b * H + h0 + 1, eps, BD)
     lga = _log2(tl.abs(alpha))
-    for n0 in tl.range(start, end, BLOCK_N):
+    for n0 in tl.range(start, end, step):
         offs_n, nmask, rows = _token_rows(n0, end, BLOCK_N, OFFS64)
         xa = xa_next
         xb = xb_next
-        xa_next = _load_tile(qa, n0 + BLOCK_N, end, sq_n, offs_d, sq_d, dmask, BLOCK_N, OFFS64)
-        xb_next = _load_tile(qb, n0 + BLOCK_N, end, sq_n, offs_d, sq_d, dmask, BLOCK_N, OFFS64)
+        xa_next = _load_tile(qa, n0 + step, end, sq_n, offs_d, sq_d, dmask, BLOCK_N, OFFS64)
+        xb_next = _load_tile(qb, n0 + step, end, sq_n, offs_d, sq_d, dmask, BLOCK_N, OFFS64)
         oa = _query_h2(xa, sca, ssa, zca, zsa, upa, epa, alpha, lga, lam, tau, APPROX)
         ob = _query_h2(xb, scb, ssb, zcb, zsb, upb, epb, alpha, lga, lam, tau, APPROX)
         o = tl.reshape(tl.permute(tl.join(oa, ob), (0, 2, 1)), (BLOCK_N, 2 * BD))  # column BD·head + dim
@@ -848,6 +862,7 @@ def _bwd_query(
     ROPE: tl.constexpr, PREC_G: tl.constexpr, CENTRE: tl.constexpr, APPROX: tl.constexpr, OFFS64: tl.constexpr,
     BLOCK_N: tl.constexpr, SPLIT: tl.constexpr, EYE: tl.constexpr, DZACC: tl.constexpr, MPOW: tl.constexpr,
     CLAMP: tl.constexpr, PDL: tl.constexpr = False, F16: tl.constexpr = False,
+    STRIDED: tl.constexpr = False,
 ):
     """Over one chunk of queries: dq (map), and partial dS = Σ φ̃q dnumᵀ, dz = Σ dden·φq (reduce) → PART.
     DZACC (see _bwd_dzacc): dz in elementwise (BLOCK_N, BD) accumulators summed once after the loop, else through
@@ -884,17 +899,23 @@ def _bwd_query(
     else:
         dz_c = _reduce_acc(BD, 16, GROUPS)  # column 0 is dz (see dden_col)
         dz_s = _reduce_acc(BD, 16, GROUPS)
-    start, end = _chunk(pid_c, CHUNK, N)
+    if STRIDED:  # see _strided
+        start = pid_c * BLOCK_N
+        end = N
+        step = BLOCK_N * n_chunks
+    else:
+        start, end = _chunk(pid_c, CHUNK, N)
+        step: tl.constexpr = BLOCK_N
     x_next = _load_tile(q_base, start, end, sq_n, offs_d, sq_d, dmask, BLOCK_N, OFFS64)
     g_next = _load_tile(g_base, start, end, sg_n, offs_e, sg_d, emask, BLOCK_N, OFFS64)
-    for n0 in tl.range(start, end, BLOCK_N):
+    for n0 in tl.range(start, end, step):
         offs_n, nmask, rows = _token_rows(n0, end, BLOCK_N, OFFS64)
         mask_d = nmask[:, None] & dmask[None, :]
         x = _upcast(x_next, offs_d, EYE)
         # Masked tokens: g = 0 ⇒ dnum = dden = 0, so they add nothing to dS, dz (and dq is not stored).
         g = _upcast(g_next, offs_e, EYE)
-        x_next = _load_tile(q_base, n0 + BLOCK_N, end, sq_n, offs_d, sq_d, dmask, BLOCK_N, OFFS64)
-        g_next = _load_tile(g_base, n0 + BLOCK_N, end, sg_n, offs_e, sg_d, emask, BLOCK_N, OFFS64)
+        x_next = _load_tile(q_base, n0 + step, end, sq_n, offs_d, sq_d, dmask, BLOCK_N, OFFS64)
+        g_next = _load_tile(g_base, n0 + step, end, sg_n, offs_e, sg_d, emask, BLOCK_N, OFFS64)
         # ---- recompute the forward for this tile (o in float32, as the reference's autograd sees it)
         ss, r, dirn = _direction(x)
         nrm = ss * r
@@ -973,10 +994,10 @@ def _bwd_query(
     _store_state(PART, (pid_b * H + pid_h) * n_chunks + pid_c, ds_c, ds_s, dz_c, dz_s, BD, BDV, BDV)
 
 
-@triton.jit(do_not_specialize=["N", "W", "N_BUCKET"])
+@triton.jit(do_not_specialize=["N", "W", "n_chunks", "N_BUCKET"])
 def _bwd_key(
     K, V, STATE, DSTATE, FREQ, DK, DV_,
-    N, W, H, CHUNK, N_BUCKET,
+    N, W, H, CHUNK, n_chunks, N_BUCKET,
     sk_b, sk_n, sk_h, sk_d, sv_b, sv_n, sv_h, sv_d,
     sdk_b, sdk_n, sdk_h, sdk_d, sdv_b, sdv_n, sdv_h, sdv_d,
     alpha, lam,
@@ -984,6 +1005,7 @@ def _bwd_key(
     LAM_INT: tl.constexpr, ROPE: tl.constexpr, PREC: tl.constexpr, PREC_G: tl.constexpr, CENTRE: tl.constexpr,
     APPROX: tl.constexpr, OFFS64: tl.constexpr, BLOCK_N: tl.constexpr, EYE: tl.constexpr, CLAMP: tl.constexpr,
     PDL: tl.constexpr = False, F16: tl.constexpr = False,
+    STRIDED: tl.constexpr = False,
 ):
     """Over one chunk of keys: dv = (dS/N)ᵀφ̃k, ∂L/∂φ̃k = (dS/N)·v, ∂L/∂φk = dz/N, chained into dk."""
     pid_h = tl.program_id(0)
@@ -1002,7 +1024,13 @@ def _bwd_key(
     dv_base = _slab(DV_, pid_b, pid_h, sdv_b, sdv_h)
     if ROPE:
         freq = tl.load(FREQ + offs_d)
-    start, end = _chunk(pid_c, CHUNK, N)
+    if STRIDED:  # see _strided
+        start = pid_c * BLOCK_N
+        end = N
+        step = BLOCK_N * n_chunks
+    else:
+        start, end = _chunk(pid_c, CHUNK, N)
+        step: tl.constexpr = BLOCK_N
     x_next = _load_tile(k_base, start, end, sk_n, offs_d, sk_d, dmask, BLOCK_N, OFFS64)
     v_next = _load_tile(v_base, start, end, sv_n, offs_e, sv_d, emask, BLOCK_N, OFFS64)
     _pdl_wait(PDL)  # DSTATE comes from the combine before (STATE, k, v from earlier kernels)
@@ -1020,14 +1048,14 @@ def _bwd_key(
         g_unit = 1.0
     ds_cT = tl.trans(ds_c)
     ds_sT = tl.trans(ds_s)
-    for n0 in tl.range(start, end, BLOCK_N):
+    for n0 in tl.range(start, end, step):
         offs_n, nmask, rows = _token_rows(n0, end, BLOCK_N, OFFS64)
         mask_d = nmask[:, None] & dmask[None, :]
         mask_e = nmask[:, None] & emask[None, :]
         x = _upcast(x_next, offs_d, EYE)
         vv = _upcast(v_next, offs_e, EYE)
-        x_next = _load_tile(k_base, n0 + BLOCK_N, end, sk_n, offs_d, sk_d, dmask, BLOCK_N, OFFS64)
-        v_next = _load_tile(v_base, n0 + BLOCK_N, end, sv_n, offs_e, sv_d, emask, BLOCK_N, OFFS64)
+        x_next = _load_tile(k_base, n0 + step, end, sk_n, offs_d, sk_d, dmask, BLOCK_N, OFFS64)
+        v_next = _load_tile(v_base, n0 + step, end, sv_n, offs_e, sv_d, emask, BLOCK_N, OFFS64)
         ss, r, dirn = _direction(x)
         u, uc = _angle(alpha * dirn, APPROX, CLAMP)
         m = _key_mag(x, x * x, lam, LAM_INT)  # x·x: _direction's, formed once
@@ -1402,6 +1430,23 @@ def _reduce_rr(k: Tensor, v: Tensor, rope: bool, prec: str, offs64: bool, chunk:
     return _forced("NALASR_REDUCE_RR", ("0", "1")) != "0" and nala_rr.usable(k, v, chunk)
 
 
+# On the H200 at 518K dense (session 29 call 2, two rounds, each setting its own process): the pair map 48.0-48.5
+# against 48.8-49.1 µs strided, the register reduce 50.8-51.3 against 51.2-51.4; the forward graph 0.103-0.104 ms
+# with both against 0.105 (benchmarks/results/h200/session29/call2). The other three passes are not measured yet.
+_STRIDED = {"fwd_reduce": True, "fwd_map": False, "fwd_map_pair": True, "bwd_query": False, "bwd_key": False}
+
+
+def _strided(name: str) -> bool:
+    """Whether a pass (``name``: a key of _STRIDED; fwd_reduce is nala_rr's) runs tile-strided chunks: program pid_c takes
+    the tiles pid_c, pid_c + n_chunks, pid_c + 2·n_chunks, … instead of one contiguous run of CHUNK tokens. The
+    programs of a wave then read a narrow window of the token axis at any moment (a few MiB, as a copy kernel does)
+    where contiguous chunks keep ~1,000 streams open across the whole 66 MiB of each tensor (DRAM pages, TLB). The
+    partials sum other tokens in another order (still fixed: bitwise reproducible). NALASR_STRIDED_<PASS> = 0|1
+    overrides _STRIDED (FWD_REDUCE, FWD_MAP, FWD_MAP_PAIR, BWD_QUERY, BWD_KEY)."""
+    forced = _forced(f"NALASR_STRIDED_{name.upper()}", ("0", "1"))
+    return _STRIDED[name] if forced is None else forced == "1"
+
+
 def _reduce_zacc() -> bool:
     """Whether _fwd_reduce sums z in an elementwise accumulator (default) instead of taking it from a column of
     ones beside the values in the S product (NALASR_REDUCE_ZACC=0). The column doubles the product's width when Dv
@@ -1596,9 +1641,11 @@ def nala_forward(q: Tensor, k: Tensor, v: Tensor, lam: float, tau: float, alpha:
             chunk, n_chunks = _plan(n, b * h, dev, _PROGRAMS_PER_SM["fwd_reduce"], _MAX_BLOCK_N,
                                     _FWD_REDUCE_MIN_CHUNK)
         part = _empty((b * h * n_chunks * state_n,), torch.float32, dev)
-        if rr:
-            (nala_rr_ks if ks else nala_rr).launch(k, v, part, n, chunk, n_chunks, alpha, lam, _lam_int(lam), approx,
-                                                   clamp, pdl=pdl)
+        if rr and ks:
+            nala_rr_ks.launch(k, v, part, n, chunk, n_chunks, alpha, lam, _lam_int(lam), approx, clamp, pdl=pdl)
+        elif rr:
+            nala_rr.launch(k, v, part, n, chunk, n_chunks, alpha, lam, _lam_int(lam), approx, clamp, pdl=pdl,
+                           strided=_strided("fwd_reduce"))
         else:
             _launch(_fwd_reduce_tuned, _fwd_reduce, (h, n_chunks, b),
                     k, v, freq, part, n, max(rope_w, 1), h, chunk, n_chunks, bucket,
@@ -1614,18 +1661,19 @@ def nala_forward(q: Tensor, k: Tensor, v: Tensor, lam: float, tau: float, alpha:
             chunk, n_chunks = _plan(n, b * h // 2, dev, _PROGRAMS_PER_SM["fwd_map_pair"], _FWD_MAP_PAIR_QUANTUM,
                                     _FWD_MAP_PAIR_MIN_CHUNK)
             _fwd_map_pair[(h // 2, n_chunks, b)](
-                q, state, o, n, h, chunk, *q.stride(), o.stride(0), o.stride(1),
+                q, state, o, n, h, chunk, n_chunks, *q.stride(), o.stride(0), o.stride(1),
                 float(alpha), float(lam), float(tau), float(eps), BD=bd, APPROX=approx, OFFS64=_offs64(n, q, o),
-                BLOCK_N=block_n, PDL=pdl, num_warps=warps, num_stages=stages, **_pdl_kw(pdl),
+                BLOCK_N=block_n, PDL=pdl, STRIDED=_strided("fwd_map_pair"), num_warps=warps, num_stages=stages,
+                **_pdl_kw(pdl),
                 **({"maxnreg": cap} if cap and not _INTERPRET else {}))
         else:
             chunk, n_chunks = _plan(n, b * h, dev, _PROGRAMS_PER_SM["fwd_map_half2" if half else "fwd_map"],
                                     _FWD_MAP_QUANTUM, _FWD_MAP_MIN_CHUNK)
             _launch(_fwd_map_tuned, _fwd_map, (h, n_chunks, b),
-                    q, state, freq, o, n, max(rope_w, 1), h, chunk, bucket,
+                    q, state, freq, o, n, max(rope_w, 1), h, chunk, n_chunks, bucket,
                     *q.stride(), *o.stride(), float(alpha), float(lam), float(tau), float(eps),
                     D=d, DV=dv, BD=bd, BDV=bdv, ROPE=rope, PREC=prec, APPROX=approx, OFFS64=_offs64(n, q, o),
-                    FASTMAG=fastmag, F16=f16, CLAMP=clamp, PDL=pdl, HALF2=half,
+                    FASTMAG=fastmag, F16=f16, CLAMP=clamp, PDL=pdl, HALF2=half, STRIDED=_strided("fwd_map"),
                     **_pdl_kw(pdl))
     return o, state
 
@@ -1657,16 +1705,16 @@ def nala_backward(do: Tensor, q: Tensor, k: Tensor, v: Tensor, state: Tensor, la
                 D=d, DV=dv, BD=bd, BDV=bdv, ROPE=rope, PREC_G=prec_g, CENTRE=centre, APPROX=approx,
                 OFFS64=_offs64(n, q, do, dq), SPLIT=int(_reduce_split()),
                 EYE=_eye("bwd_query", q, do), DZACC=_bwd_dzacc(), MPOW=_bwd_mpow(approx, lam, tau), CLAMP=clamp,
-                PDL=pdl, F16=_bwd_f16(centre, q, do))
+                PDL=pdl, F16=_bwd_f16(centre, q, do), STRIDED=_strided("bwd_query"))
         _combine_launch(part, dstate, b * h, n_chunks, 1.0 / n, state_n, pdl)
         chunk, n_chunks = _plan(n, b * h, dev, _PROGRAMS_PER_SM["bwd_key"], _BWD_KEY_QUANTUM)
         _launch(_bwd_key_tuned, _bwd_key, (h, n_chunks, b),
-                k, v, state, dstate, freq, dk, dvv, n, max(rope_w, 1), h, chunk, bucket,
+                k, v, state, dstate, freq, dk, dvv, n, max(rope_w, 1), h, chunk, n_chunks, bucket,
                 *k.stride(), *v.stride(), *dk.stride(), *dvv.stride(), float(alpha), float(lam),
                 D=d, DV=dv, BD=bd, BDV=bdv, LAM_INT=_lam_int(lam), ROPE=rope, PREC=prec, PREC_G=prec_g,
                 CENTRE=centre, APPROX=approx, OFFS64=_offs64(n, k, v, dk, dvv),
                 EYE=_eye("bwd_key", k, v), CLAMP=clamp, PDL=pdl,
-                F16=_bwd_f16(centre, k, v) and _lam_int(lam) > 0, **_pdl_kw(pdl))
+                F16=_bwd_f16(centre, k, v) and _lam_int(lam) > 0, STRIDED=_strided("bwd_key"), **_pdl_kw(pdl))
     return dq, dk, dvv
 
 

@@ -241,10 +241,12 @@ def _features(kk, vv, alpha, lam, DT: tl.constexpr, LAM_INT: tl.constexpr, APPRO
 def _fwd_reduce_rr(K, V, PART, N, CHUNK, n_chunks, H, sk_b, sk_n, sk_h, sv_b, sv_n, sv_h, alpha, lam,
                    LAM_INT: tl.constexpr, APPROX: tl.constexpr, CLAMP: tl.constexpr, PDL: tl.constexpr = False,
                    SK_N: tl.constexpr = 0, SV_N: tl.constexpr = 0, LD_K: tl.constexpr = "", LD_V: tl.constexpr = "",
-                   ASM_LOADS: tl.constexpr = False, TIMES=None):
+                   ASM_LOADS: tl.constexpr = False, STRIDED: tl.constexpr = False, TIMES=None):
     """Partial Σφk vᵀ and Σφk over one chunk of one (b, h) → PART[b, h, chunk, :] (the layout of _store_state).
     k, v: (B, N, H, 16) 16-bit, strides in elements, all even, head dims unit-stride; CHUNK a multiple of
-    TILE_TOKENS. PDL: see nala._pdl. SK_N, SV_N > 0: sk_n, sv_n as compile-time constants (see STATIC_STRIDES)."""
+    TILE_TOKENS. PDL: see nala._pdl. SK_N, SV_N > 0: sk_n, sv_n as compile-time constants (see STATIC_STRIDES).
+    STRIDED: chunk pid_c is the tiles pid_c, pid_c + n_chunks, … instead of CHUNK tokens from pid_c·CHUNK (see
+    nala._strided)."""
     _pdl_launch(PDL)
     pid_h, pid_c, pid_b = tl.program_id(0), tl.program_id(1), tl.program_id(2)
     if TIMES is not None:
@@ -259,8 +261,14 @@ def _fwd_reduce_rr(K, V, PART, N, CHUNK, n_chunks, H, sk_b, sk_n, sk_h, sv_b, sv
     t = lane % 4
     kp = _slab(K, pid_b, pid_h, sk_b, sk_h).to(tl.pointer_type(tl.int32))
     vp = _slab(V, pid_b, pid_h, sv_b, sv_h).to(tl.pointer_type(tl.int32))
-    start = pid_c * CHUNK
-    end = tl.minimum(start + CHUNK, N)
+    if STRIDED:
+        start = pid_c * 32
+        end = N
+        step = 32 * n_chunks
+    else:
+        start = pid_c * CHUNK
+        end = tl.minimum(start + CHUNK, N)
+        step: tl.constexpr = 32
     if SK_N > 0:
         skp: tl.constexpr = SK_N // 2
     else:
@@ -282,16 +290,16 @@ def _fwd_reduce_rr(K, V, PART, N, CHUNK, n_chunks, H, sk_b, sk_n, sk_h, sv_b, sv
     zacc = _pair(zero, zero)
     # Measured alternative (session 21): the loop unrolled by two (loop_unroll_factor=2: no end-of-tile copies of the
     # next tile's registers), 56.2-56.4 against 55.1-55.3 µs at 518K (benchmarks/results/h200/session21/call3).
-    for n0 in tl.range(start, end, 32):
+    for n0 in tl.range(start, end, step):
         kk = kn
         vv = vn
-        left = end - n0 - 32
+        left = end - n0 - step
         if ASM_LOADS and left >= 32:  # a whole next tile: no masks (see ASM_LOADS)
-            kn = _load8(kp + (n0 + 32) * skp + klane, LD_K)
-            vn = _load8(vp + (n0 + 32) * svp + vlane, LD_V)
-        else:
-            kn = tl.load(kp + (n0 + 32) * skp + koff, mask=tok < left, other=0)  # the next tile in flight
-            vn = tl.load(vp + (n0 + 32) * svp + voff, mask=tok < left, other=0)
+            kn = _load8(kp + (n0 + step) * skp + klane, LD_K)
+            vn = _load8(vp + (n0 + step) * svp + vlane, LD_V)
+        else:  # the next tile in flight (past the end when left ≤ 0: all masked, nothing read)
+            kn = tl.load(kp + (n0 + step) * skp + koff, mask=tok < left, other=0)
+            vn = tl.load(vp + (n0 + step) * svp + voff, mask=tok < left, other=0)
         v0, v1, pc0, pc1, ps0, ps1 = _features(kk, vv, alpha, lam, K.dtype.element_ty, LAM_INT, APPROX, CLAMP)
         bc = _pair(pc0, pc1)
         bs = _pair(ps0, ps1)
@@ -331,11 +339,13 @@ def asm_loads_meta(sk_n: int, sv_n: int) -> dict:
 
 def launch(k: Tensor, v: Tensor, part: Tensor, n: int, chunk: int, n_chunks: int, alpha: float, lam: float,
            lam_int: int, approx: bool, clamp: bool, maxnreg: int | None = MAXNREG, pdl: bool = False,
-           static: bool | None = None, asm_loads: bool | None = None, times: Tensor | None = None) -> None:
+           static: bool | None = None, asm_loads: bool | None = None, times: Tensor | None = None,
+           strided: bool = False) -> None:
     """The (H, chunks, B) grid over k, v (B, N, H, 16) into part (B·H·chunks·544 float32); ``maxnreg`` None for
     no register cap (benchmarks/rr_reduce_gpu.py sweeps it); ``pdl``: PDL; ``static``: the token
     strides as constexprs (None: STATIC_STRIDES); ``asm_loads``: whole tiles by :func:`_load8` (None: ASM_LOADS);
-    ``times``: each program's start, end and SM into this int64 (B·H·chunks, 4) tensor (see _stamp; GPU only)."""
+    ``times``: each program's start, end and SM into this int64 (B·H·chunks, 4) tensor (see _stamp; GPU only);
+    ``strided``: tile-strided chunks (STRIDED)."""
     b, _, h, _ = k.shape
     static = STATIC_STRIDES if static is None else static
     extra = {} if _INTERPRET or not maxnreg else {"maxnreg": maxnreg}
@@ -345,4 +355,4 @@ def launch(k: Tensor, v: Tensor, part: Tensor, n: int, chunk: int, n_chunks: int
                                      v.stride(0), v.stride(1), v.stride(2), float(alpha), float(lam),
                                      LAM_INT=lam_int, APPROX=approx, CLAMP=clamp, PDL=pdl,
                                      SK_N=k.stride(1) if static else 0, SV_N=v.stride(1) if static else 0, num_warps=1,
-                                     num_stages=1, TIMES=times, **extra)
+                                     num_stages=1, STRIDED=strided, TIMES=times, **extra)
