@@ -471,6 +471,20 @@ def _chunk(pid_c, CHUNK, N):
 
 
 @triton.jit
+def _span(pid_c, CHUNK, N, n_chunks, BLOCK_N: tl.constexpr, STRIDED: tl.constexpr):
+    """(start, end, step) of chunk pid_c's loop over tiles of BLOCK_N tokens: CHUNK tokens from pid_c·CHUNK, step
+    BLOCK_N; or with STRIDED (see _strided) the tiles pid_c, pid_c + n_chunks, … up to N."""
+    if STRIDED:
+        start = pid_c * BLOCK_N
+        end = N
+        step = BLOCK_N * n_chunks
+    else:
+        start, end = _chunk(pid_c, CHUNK, N)
+        step = BLOCK_N
+    return start, end, step
+
+
+@triton.jit
 def _token_rows(n0, end, BLOCK_N: tl.constexpr, OFFS64: tl.constexpr):
     """Tokens n0 .. n0 + BLOCK_N: their indices, which are < end, and the row offsets (int64 when OFFS64)."""
     offs_n = n0 + tl.arange(0, BLOCK_N)
@@ -726,13 +740,7 @@ def _fwd_map(
     o_base = _slab(O, pid_b, pid_h, so_b, so_h)
     if ROPE:
         freq = tl.load(FREQ + offs_d)
-    if STRIDED:  # see _strided
-        start = pid_c * BLOCK_N
-        end = N
-        step = BLOCK_N * n_chunks
-    else:
-        start, end = _chunk(pid_c, CHUNK, N)
-        step: tl.constexpr = BLOCK_N
+    start, end, step = _span(pid_c, CHUNK, N, n_chunks, BLOCK_N, STRIDED)
     x_next = _load_tile(q_base, start, end, sq_n, offs_d, sq_d, dmask, BLOCK_N, OFFS64)
     _pdl_wait(PDL)  # STATE comes from the combine before
     s_c, s_s, z_c, z_s = _load_state(STATE, pid_b * H + pid_h, BD, BDV)
@@ -827,13 +835,7 @@ def _fwd_map_pair(
     qa = _slab(Q, pid_b, h0, sq_b, sq_h)
     qb = qa + sq_h
     o_base = _slab(O, pid_b, h0, so_b, BD)
-    if STRIDED:
-        start = pid_c * BLOCK_N
-        end = N
-        step = BLOCK_N * n_chunks
-    else:
-        start, end = _chunk(pid_c, CHUNK, N)
-        step: tl.constexpr = BLOCK_N
+    start, end, step = _span(pid_c, CHUNK, N, n_chunks, BLOCK_N, STRIDED)
     xa_next = _load_tile(qa, start, end, sq_n, offs_d, sq_d, dmask, BLOCK_N, OFFS64)
     xb_next = _load_tile(qb, start, end, sq_n, offs_d, sq_d, dmask, BLOCK_N, OFFS64)
     _pdl_wait(PDL)  # STATE comes from the combine before
@@ -899,13 +901,7 @@ def _bwd_query(
     else:
         dz_c = _reduce_acc(BD, 16, GROUPS)  # column 0 is dz (see dden_col)
         dz_s = _reduce_acc(BD, 16, GROUPS)
-    if STRIDED:  # see _strided
-        start = pid_c * BLOCK_N
-        end = N
-        step = BLOCK_N * n_chunks
-    else:
-        start, end = _chunk(pid_c, CHUNK, N)
-        step: tl.constexpr = BLOCK_N
+    start, end, step = _span(pid_c, CHUNK, N, n_chunks, BLOCK_N, STRIDED)
     x_next = _load_tile(q_base, start, end, sq_n, offs_d, sq_d, dmask, BLOCK_N, OFFS64)
     g_next = _load_tile(g_base, start, end, sg_n, offs_e, sg_d, emask, BLOCK_N, OFFS64)
     for n0 in tl.range(start, end, step):
@@ -1024,13 +1020,7 @@ def _bwd_key(
     dv_base = _slab(DV_, pid_b, pid_h, sdv_b, sdv_h)
     if ROPE:
         freq = tl.load(FREQ + offs_d)
-    if STRIDED:  # see _strided
-        start = pid_c * BLOCK_N
-        end = N
-        step = BLOCK_N * n_chunks
-    else:
-        start, end = _chunk(pid_c, CHUNK, N)
-        step: tl.constexpr = BLOCK_N
+    start, end, step = _span(pid_c, CHUNK, N, n_chunks, BLOCK_N, STRIDED)
     x_next = _load_tile(k_base, start, end, sk_n, offs_d, sk_d, dmask, BLOCK_N, OFFS64)
     v_next = _load_tile(v_base, start, end, sv_n, offs_e, sv_d, emask, BLOCK_N, OFFS64)
     _pdl_wait(PDL)  # DSTATE comes from the combine before (STATE, k, v from earlier kernels)
@@ -1235,9 +1225,8 @@ _bwd_key_tuned = _tuned(_bwd_key, _BWD_CONFIGS, 8)
 # is two whole waves. At 518K on the H200, twice: the map 52.0 / 52.2 µs against 53.7 / 53.3 at 36 (42: 52.7 / 52.4,
 # 48: 52.6 / 52.7, 56: 53.3 / 53.2), the forward graph 108.0 / 107.6 against 109.1 / 108.5
 # (benchmarks/results/h200/session25/call3).
-# fwd_reduce_ks: the register reduce by k-steps (nala_rr_ks), 96 registers: 5 one-warp programs a scheduler.
 _PROGRAMS_PER_SM = {name: int(os.environ.get(f"NALASR_PROGRAMS_PER_SM_{name.upper()}", default))
-                    for name, default in (("fwd_reduce", 16), ("fwd_reduce_ks", 20), ("fwd_map", 36),
+                    for name, default in (("fwd_reduce", 16), ("fwd_map", 36),
                                           ("fwd_map_half2", 28), ("fwd_map_pair", 16), ("bwd_query", 8),
                                           ("bwd_key", 8))}
 
@@ -1633,17 +1622,14 @@ def nala_forward(q: Tensor, k: Tensor, v: Tensor, lam: float, tau: float, alpha:
     pdl = _pdl(dev)
     with _device_guard(q):
         offs64 = _offs64(n, k, v)
-        ks = nala_rr_ks.wanted()  # the register reduce by k-steps, with its own programs per SM
-        chunk, n_chunks = _plan(n, b * h, dev, _PROGRAMS_PER_SM["fwd_reduce_ks" if ks else "fwd_reduce"],
+        chunk, n_chunks = _plan(n, b * h, dev, _PROGRAMS_PER_SM["fwd_reduce"],
                                 nala_rr.TILE_TOKENS, _FWD_REDUCE_MIN_CHUNK)
         rr = _reduce_rr(k, v, rope, prec, offs64, chunk)
         if not rr:
             chunk, n_chunks = _plan(n, b * h, dev, _PROGRAMS_PER_SM["fwd_reduce"], _MAX_BLOCK_N,
                                     _FWD_REDUCE_MIN_CHUNK)
         part = _empty((b * h * n_chunks * state_n,), torch.float32, dev)
-        if rr and ks:
-            nala_rr_ks.launch(k, v, part, n, chunk, n_chunks, alpha, lam, _lam_int(lam), approx, clamp, pdl=pdl)
-        elif rr:
+        if rr:
             nala_rr.launch(k, v, part, n, chunk, n_chunks, alpha, lam, _lam_int(lam), approx, clamp, pdl=pdl,
                            strided=_strided("fwd_reduce"))
         else:
@@ -1820,4 +1806,3 @@ def nala_attention_triton(
 
 # The register reduce builds on this module's device helpers, so it is imported once they exist (it imports them back).
 from . import nala_rr  # noqa: E402
-from . import nala_rr_ks  # noqa: E402

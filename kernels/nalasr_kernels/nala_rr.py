@@ -48,7 +48,8 @@ MAXNREG = 128  # 16 one-warp programs an SM; uncapped it takes 166 registers and
 # Each scheduler's warps take registers from its own quarter of the file (16K), so any cap above 96 leaves 4 one-warp
 # programs a scheduler: at 112 (no spills offline) 18 an SM took 68.6 against 52.9 µs at 518K, as a second wave; at 96
 # (5 a scheduler, 96 B of spills) 20 an SM took 61.5-61.7 (benchmarks/results/h200/session28/call7-8, rr_cap_gpu.py).
-# nala_rr_ks runs the same products one k-step at a time, which fits 96 registers without spills (not measured yet).
+# The same products one k-step at a time fit 96 registers without spills (20 an SM) but ran 52.3-53.8 against
+# 51.2-52.4 µs (benchmarks/results/h200/session29/call1, kstep.diff there).
 # The token strides of k and v as constexprs (one compile per stride pair; the model passes one). With them ptxas
 # fits the loop in 125 registers under the cap and issues all 16 of the next tile's loads within its first 123 of
 # 474 instructions; with runtime strides 11 of them come after instruction 253 of 471, leaving them a fraction of a
@@ -158,8 +159,7 @@ def _stamp(TIMES, pid_h, pid_c, pid_b, H, n_chunks, WHICH: tl.constexpr):
 
 @triton.jit
 def _pair(lo, hi):
-    """(256,) lo / hi → the (512,) operand (f = 2e + j): a lane's registers (i, j), j fastest (any (M,) → (2M,):
-    nala_rr_ks's k-steps)."""
+    """(256,) lo / hi → the (512,) operand (f = 2e + j): a lane's registers (i, j), j fastest (any (M,) → (2M,))."""
     return tl.reshape(tl.join(lo, hi), (2 * lo.shape[0],))
 
 
@@ -214,7 +214,7 @@ def _unpack(p, DT: tl.constexpr):
 @triton.jit
 def _features(kk, vv, alpha, lam, DT: tl.constexpr, LAM_INT: tl.constexpr, APPROX: tl.constexpr,
               CLAMP: tl.constexpr):
-    """The lane's int32 pairs of k and v (a tile's (256,), or a k-step's (64,) in nala_rr_ks) → v's dims 2g, 2g + 1
+    """The lane's int32 pairs of k and v (a tile's (256,)) → v's dims 2g, 2g + 1
     and φk's cos and sin halves of each (float32, the same shape): v0, v1, cos0, cos1, sin0, sin1."""
     x0, x1 = _unpack(kk, DT)
     v0, v1 = _unpack(vv, DT)
@@ -261,6 +261,8 @@ def _fwd_reduce_rr(K, V, PART, N, CHUNK, n_chunks, H, sk_b, sk_n, sk_h, sv_b, sv
     t = lane % 4
     kp = _slab(K, pid_b, pid_h, sk_b, sk_h).to(tl.pointer_type(tl.int32))
     vp = _slab(V, pid_b, pid_h, sv_b, sv_h).to(tl.pointer_type(tl.int32))
+    # nala._span inline: through the helper ptxas scheduled this kernel otherwise (102 of its 784 SASS opcodes moved,
+    # offline sm_90), where the four kernels of nala.py compile the same either way; measured is this form.
     if STRIDED:
         start = pid_c * 32
         end = N
