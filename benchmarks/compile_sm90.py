@@ -45,7 +45,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "kernels"))
 import triton  # noqa: E402
 from triton.backends.compiler import GPUTarget  # noqa: E402
 
-from nalasr_kernels import nala, nala_rr, nala_rr_ks  # noqa: E402
+from nalasr_kernels import nala, nala_rr  # noqa: E402
 
 # The launch constants nala_forward / nala_backward pass at 518,400 tokens, B 1, H 4, D = Dv = 16, fp16, no RoPE:
 # PREC tf32 (_precision of fp16), PREC_G tf32 (grad=rope, False) so CENTRE (not rope and PREC_G == "tf32"),
@@ -65,8 +65,6 @@ KERNELS = {
     "bwd_key": (nala._bwd_key, "K V STATE DSTATE FREQ DK DV_", (64, 4, 2, None)),
     # the register reduce (nalasr_kernels.nala_rr): its own fixed plan, 32 tokens on one warp, 128 registers
     "fwd_reduce_rr": (nala_rr._fwd_reduce_rr, "K V PART", (32, 1, 1, nala_rr.MAXNREG)),
-    # the same by k-steps (nalasr_kernels.nala_rr_ks): one mma asm per (k-step, n-tile), 96 registers
-    "fwd_reduce_rr_ks": (nala_rr_ks._fwd_reduce_rr_ks, "K V PART", (32, 1, 1, nala_rr_ks.MAXNREG)),
 }
 SASS_OPS = r"\b(LDSM[\w.]*|STSM[\w.]*|STS(?:\.\d+)?|LDS(?:\.\d+)?|HG?MMA[\w.]*|BAR\.SYNC|LDG[\w.]*)\b"
 

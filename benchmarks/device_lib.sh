@@ -91,7 +91,6 @@ import json, sys
 for path in sys.argv[1:]:
     us = {r["kernel"]: round(r["us_per_call"], 1) for r in json.load(open(path))["profile"]}
     us.setdefault("_fwd_map", us.get("_fwd_map_pair"))  # the map over head pairs (nala._map_pair)
-    us.setdefault("_fwd_reduce_rr", us.get("_fwd_reduce_rr_ks"))  # the register reduce by k-steps (nala_rr_ks)
     print(path.split("/")[-1], *(us.get(k) for k in ("_fwd_reduce_rr", "_fwd_map", "_bwd_query", "_bwd_key")))
 PY
 }

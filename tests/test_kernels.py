@@ -401,25 +401,6 @@ def run_extras(device: str) -> dict:
             totals.append(part.view(6, n_chunks, 544).sum(1))
         out[f"strided_fwd_reduce_partials_{n}"] = bool(torch.isfinite(totals[1]).all()) and torch.allclose(
             totals[1], totals[0], rtol=1e-5, atol=1e-5 * totals[0].abs().max().item())
-    # The register reduce by k-steps (nala_rr_ks, NALASR_REDUCE_RR_KSTEP=1: nala_rr's products one k-step at a
-    # time, on its own plan): taken for the 16-bit run; its partial sums those of nala_rr to float32 summation order
-    # (every slot written: NaN-filled buffers, a ragged last chunk), and the attention within SWITCH_TOL.
-    from nalasr_kernels import nala_rr_ks
-
-    with recording(nala_rr_ks, "launch") as calls:
-        out["reduce_rr_kstep_float16"] = (
-            max(switch_errors("NALASR_REDUCE_RR_KSTEP", "float16", device)) <= SWITCH_TOL["float16"])
-    out["reduce_rr_kstep_used"] = len(calls) == 1
-    gen = torch.Generator().manual_seed(11)
-    for n, chunk, dtype in ((100, 64, torch.float16), (37, 64, torch.bfloat16)):
-        k, v = (torch.randn(2, n, 3, 16, generator=gen).to(device, dtype) for _ in range(2))
-        parts = []
-        for mod in (nala_rr, nala_rr_ks):
-            part = torch.full((2 * 3 * -(-n // chunk) * 544,), float("nan"), device=device)
-            mod.launch(k, v, part, n, chunk, -(-n // chunk), 1.0, 3.0, 3, True, False)
-            parts.append(part)
-        out[f"reduce_rr_kstep_partials_{n}"] = bool(torch.isfinite(parts[1]).all()) and torch.allclose(
-            parts[1], parts[0], rtol=1e-5, atol=1e-5 * parts[0].abs().max().item())
     # θ's clamp, left out for |α| ≤ 4 (nala._clamp; batch3 has α = 1), cannot bind there: forced on, the output is
     # the same bit for bit (only min/max drop out of the forward), and so are the gradients but for the compiler's
     # freedom in the backward, whose gradient mask is a select between products that ptxas may then fuse otherwise:
@@ -802,25 +783,6 @@ def test_strided_rule(monkeypatch, nala):
         monkeypatch.setenv(var, "yes")
         with pytest.raises(ValueError, match=var):
             nala._strided(name)
-
-
-def test_reduce_rr_kstep_rule(monkeypatch, nala):
-    """NALASR_REDUCE_RR_KSTEP: the register reduce by k-steps (nala_rr_ks) at 1, nala_rr at 0, nala_rr_ks.KSTEP when
-    unset; anything else is refused with the variable's name. Its plan takes nala._PROGRAMS_PER_SM["fwd_reduce_ks"],
-    whose one-warp programs fit 5 a scheduler at its register cap (5 · MAXNREG · 32 within a scheduler's 16K
-    registers)."""
-    from nalasr_kernels import nala_rr_ks
-
-    monkeypatch.delenv("NALASR_REDUCE_RR_KSTEP", raising=False)
-    assert nala_rr_ks.wanted() is nala_rr_ks.KSTEP
-    for value, taken in (("1", True), ("0", False)):
-        monkeypatch.setenv("NALASR_REDUCE_RR_KSTEP", value)
-        assert nala_rr_ks.wanted() is taken
-    monkeypatch.setenv("NALASR_REDUCE_RR_KSTEP", "2")
-    with pytest.raises(ValueError, match="NALASR_REDUCE_RR_KSTEP"):
-        nala_rr_ks.wanted()
-    per_scheduler = 16384 // (nala_rr_ks.MAXNREG * 32)
-    assert nala._PROGRAMS_PER_SM["fwd_reduce_ks"] == 4 * per_scheduler == 20
 
 
 def test_pdl_rule(monkeypatch, nala):
