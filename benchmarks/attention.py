@@ -416,6 +416,10 @@ def markdown(meta: dict, rows: list[dict], train: list[dict]) -> str:
     # where both ran (the eager ones include Python launching the kernels; one of each would not subtract).
     # Both layouts: the strided views (with the eager rows where no graph ran) and the -dense rows.
     lines += ["## Derived (fused kernels; CUDA-graph rows where both ran)", "",
+              "views: the fwd+bwd time includes autograd assembling the projection's gradient (chunk's backward "
+              "concatenates dq, dk, dv and a zero block for the fourth quarter into one (B, N, 4·H·D) tensor), which "
+              "the -dense rows do not pay; benchmarks/kernel_diag_gpu.py --layout qkvg times the kernels alone on "
+              "those views.", "",
               "| heads | tokens | q, k, v | fwd ms | bwd ms (fwd+bwd − fwd) | bwd / fwd | × faster than ref-eager fwd |",
               "|---|---|---|---|---|---|---|"]
     for h, d in meta["heads"]:
@@ -476,7 +480,16 @@ def main() -> int:
     ap.add_argument("--train-only", action="store_true", help="the training step alone, no attention table")
     ap.add_argument("--dry-run", action="store_true",
                     help="tiny sizes; without CUDA the kernels run in the Triton interpreter on CPU")
+    ap.add_argument("--render", type=Path, default=None,
+                    help="a recorded attention_<dtype>.json: write its markdown into --out again, measure nothing")
     args = ap.parse_args()
+    if args.render:
+        rec = json.loads(args.render.read_text())
+        rec["meta"]["heads"] = [tuple(hd) for hd in rec["meta"]["heads"]]
+        out = Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / args.render.with_suffix(".md").name).write_text(markdown(rec["meta"], rec["attention"], rec["train_step"]))
+        return 0
 
     cuda_present = _cuda_present()
     if args.dry_run:

@@ -278,6 +278,7 @@ def main() -> int:
     ap.add_argument("--sizes", default="16384,131072,518400")
     ap.add_argument("--ppsm", default="4,8,16,32")
     ap.add_argument("--parts", default="attention,profile,registers,network,train")
+    ap.add_argument("--profile-n", type=int, default=518400, help="the token count the profile part runs at")
     ap.add_argument("--layout", default="qkvg", choices=["qkvg", "dense", "cmajor", "hmajor"],
                     help="q, k, v as the model passes them (qkvg, dense), channel-major or head-major")
     a = ap.parse_args()
@@ -290,7 +291,7 @@ def main() -> int:
     res["triton"] = triton.__version__
     steps = [("attention", lambda: attention_rows(mods, [int(s) for s in a.sizes.split(",")],
                                                   [int(p) for p in a.ppsm.split(",")], a.layout)),
-             ("profile", lambda: kernel_profile(mods["new"], 518400, a.layout)),
+             ("profile", lambda: kernel_profile(mods["new"], a.profile_n, a.layout)),
              ("registers", lambda: registers(mods["new"])),
              ("train", train_rows),  # before the network: device_session3.sh picks training settings from it
              ("network", network_rows)]

@@ -1217,6 +1217,10 @@ _bwd_key_tuned = _tuned(_bwd_key, _BWD_CONFIGS, 8)
 # 1,984-token chunks, 1,048 programs in two full waves of its 4 programs an SM, where 32 left 4,052 in 7.7. The
 # backward at 518K 281.2 against 285.8-287.2 µs, at 1M 558.5 against 560.1-564.4
 # (benchmarks/results/h200/session20/call6/bwd_key_plans.json).
+# Both backward passes again with tile-strided chunks (session 30 call 2, twice): 8 / 8 stays fastest, the backward
+# at 518K 0.245 / 0.247 ms against 0.249-0.257 with either at 16, 0.266-0.299 with _bwd_key at 4 or 12, 0.326-0.328
+# with _bwd_query at 9 (224 registers leave two of its warps a scheduler: 9 is a second wave). The forward's 16 / 16
+# likewise (call 4): the reduce at 32 or 48 took the forward to 0.111-0.117 ms, the pair map at 32 or 48 gained nothing.
 # fwd_map_pair: 16 of _fwd_map_pair's one-warp programs (118 registers) fill an SM, so 16 is one wave (2,026 programs
 # of 512 tokens at 518K). On the H200 at 518K, dense q: the map 49.3 µs at 16 against 51.9 / 61.1 / 53.6 / 50.3 at
 # 12 / 17 / 24 / 34 (17: a second wave); 32 tokens on 1 warp with 2 or 3 stages 49.6-49.8, 16 tokens 51.4, 64 on 2
@@ -1421,8 +1425,13 @@ def _reduce_rr(k: Tensor, v: Tensor, rope: bool, prec: str, offs64: bool, chunk:
 
 # On the H200 at 518K dense (session 29 call 2, two rounds, each setting its own process): the pair map 48.0-48.5
 # against 48.8-49.1 µs strided, the register reduce 50.8-51.3 against 51.2-51.4; the forward graph 0.103-0.104 ms
-# with both against 0.105 (benchmarks/results/h200/session29/call2). The other three passes are not measured yet.
-_STRIDED = {"fwd_reduce": True, "fwd_map": False, "fwd_map_pair": True, "bwd_query": False, "bwd_key": False}
+# with both against 0.105 (benchmarks/results/h200/session29/call2). The backward passes (session 30 call 1, the four
+# settings twice): _bwd_key 98.9-100.0 µs strided against 154.1-159.4 contiguous (115.5 in session 29 call 2, before
+# it took n_chunks), _bwd_query 149.3-150.4 against 153.4-155.4; the backward graph at 518K
+# 0.246 / 0.248 ms with both against 0.301 / 0.303, at 1M 0.499 / 0.501 against 0.515 / 0.515. The one-head map
+# (49K-262K) is a tie: 29.4 / 29.5 against 29.6 / 29.6 µs at 262K, its forward graph within 1% either way
+# (benchmarks/results/h200/session30/call1); it stays contiguous.
+_STRIDED = {"fwd_reduce": True, "fwd_map": False, "fwd_map_pair": True, "bwd_query": True, "bwd_key": True}
 
 
 def _strided(name: str) -> bool:
