@@ -35,7 +35,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "kernels"))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from nalasr_kernels import nala, nala_rr  # noqa: E402
+from nalasr_kernels import nala, nala_fwd, nala_rr  # noqa: E402
 
 PARTS = {"sincos": ["sincos"], "tanh": ["tanh"], "mag": ["mag"], "shfl": ["shfl"], "mma": ["mma"],
          "fmap": ["sincos", "tanh", "mag"], "all": ["sincos", "tanh", "mag", "shfl", "mma"], "base": [],
@@ -79,15 +79,15 @@ def _cheap_mma_z(bc, bs, acc):
 
 
 def patch(variant: str) -> None:
-    """Swap the variant's helpers into nala (the map) and nala_rr (the register reduce)."""
+    """Swap the variant's helpers into nala_fwd (the map's module) and nala_rr (the register reduce)."""
     parts = PARTS[variant]
     if "sincos" in parts:
-        nala._sincos_angle = nala_rr._sincos_angle = _cheap_sincos
+        nala_fwd._sincos_angle = nala_rr._sincos_angle = _cheap_sincos
     if "tanh" in parts:
-        nala._angle = nala_rr._angle = _cheap_angle
+        nala_fwd._angle = nala_rr._angle = _cheap_angle
     if "mag" in parts:
         nala_rr._key_mag = _cheap_key_mag
-        nala._query_mag_fwd = _cheap_query_mag
+        nala_fwd._query_mag_fwd = _cheap_query_mag
     if "shfl" in parts:
         nala_rr._lane_xor = _cheap_lane_xor
     if "mma" in parts:

@@ -41,7 +41,7 @@ import triton
 import triton.language as tl
 from torch import Tensor
 
-from .nala import _COMPILED, _INTERPRET, _angle, _key_mag, _pdl_launch, _sincos_angle, _slab
+from .nala_math import _COMPILED, _INTERPRET, _angle, _key_mag, _pdl_launch, _sincos_angle, _slab
 
 TILE_TOKENS = 32  # tokens a loop iteration (the kernel's literal 32): 4 k-steps of 8; chunks are multiples of it
 MAXNREG = 128  # 16 one-warp programs an SM; uncapped it takes 166 registers and ran 71.4 µs at 16 an SM
@@ -261,8 +261,9 @@ def _fwd_reduce_rr(K, V, PART, N, CHUNK, n_chunks, H, sk_b, sk_n, sk_h, sv_b, sv
     t = lane % 4
     kp = _slab(K, pid_b, pid_h, sk_b, sk_h).to(tl.pointer_type(tl.int32))
     vp = _slab(V, pid_b, pid_h, sv_b, sv_h).to(tl.pointer_type(tl.int32))
-    # nala._span inline: through the helper ptxas scheduled this kernel otherwise (102 of its 784 SASS opcodes moved,
-    # offline sm_90), where the four kernels of nala.py compile the same either way; measured is this form.
+    # nala_math._span inline: through the helper ptxas scheduled this kernel otherwise (102 of its 784 SASS opcodes
+    # moved, offline sm_90), where the four kernels of nala_fwd and nala_bwd compile the same either way; measured is
+    # this form.
     if STRIDED:
         start = pid_c * 32
         end = N
