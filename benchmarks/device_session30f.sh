@@ -3,7 +3,7 @@
 # as 64-byte rows of two heads, as the pair map stores o; offline 216 registers at 64 tokens on 4 warps, 2 programs an
 # SM) against the one-head _bwd_key: 518K parity with it on; the attention at 518K and 1M dense, off and on at 2 / 4 /
 # 8 programs an SM, twice, each its own process. Ran with benchmarks/results/h200/session30/call6/bwd_key_pair.diff
-# applied (measured slower, not kept: `git apply` it to run this again).
+# applied (measured slower, not kept: `git apply` it at 922655b, before nala.py's split, to run this again).
 . benchmarks/device_lib.sh s30f
 (export NALASR_BWD_KEY_PAIR=1; check_518k 100)
 grep -E "518400|passed|FAIL" $LOG | tail -4
