@@ -485,7 +485,6 @@ def main() -> int:
     args = ap.parse_args()
     if args.render:
         rec = json.loads(args.render.read_text())
-        rec["meta"]["heads"] = [tuple(hd) for hd in rec["meta"]["heads"]]
         out = Path(args.out)
         out.mkdir(parents=True, exist_ok=True)
         (out / args.render.with_suffix(".md").name).write_text(markdown(rec["meta"], rec["attention"], rec["train_step"]))

@@ -27,8 +27,9 @@ import triton.language as tl
 
 from kernel_diag_gpu import H, D, HP, _inputs, graph_ms, kernel_us, rel_err as _rel  # noqa: E402  (benchmarks/)
 from nalasr_kernels import nala
-from nalasr_kernels.nala import (_angle, _chunk, _den, _f16_state, _key_mag, _load_state, _load_tile, _log2,
-                                 _query_mag_fwd, _sincos_angle, _slab, _store_state, _token_rows)
+from nalasr_kernels.nala_fwd import _den, _load_state, _store_state
+from nalasr_kernels.nala_math import (_angle, _chunk, _f16_state, _key_mag, _load_tile, _log2, _query_mag_fwd,
+                                      _sincos_angle, _slab, _token_rows)
 
 
 @triton.jit

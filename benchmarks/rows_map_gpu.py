@@ -11,7 +11,7 @@ map computes each head as ``_fwd_map`` does (heads_group_gpu._map_tile: _fwd_map
 H = 4, D = Dv = 16, 16-bit q, o contiguous (B, N, 4, 16), no RoPE, λτ ≥ 1.5 (FASTMAG).
 
 A config is BLOCK_NxWARPSxHEADSxHALF2: HEADS 2 stores half rows (64 bytes); HALF2 1 computes each head as HALF2 does
-(nala._map_tile_h2, float16 features; float16 q only), 0 with float32 features. Session 19 (float32 features, before
+(nala_fwd._map_tile_h2, float16 features; float16 q only), 0 with float32 features. Session 19 (float32 features, before
 they shrank): 67.8 µs at best for four heads, 59.5 for two, against the landed map's 56.1-56.4. Session 25 (call 2):
 with HALF2 tiles four heads take 61.1-72.9 µs; two heads 54.4 at best on the benchmark's strided views (qkvg) against
 the landed HALF2 map's 53.4, but 49.1 with dense q (the model's layout since session 5) against its 51.9 (the landed
@@ -30,7 +30,8 @@ import triton.language as tl
 
 from heads_group_gpu import HP, _head_state, _map_tile  # noqa: E402  (benchmarks/ is the script's directory)
 from nalasr_kernels import nala
-from nalasr_kernels.nala import _load_tile, _log2, _query_h2, _slab, _state_h2, _token_rows
+from nalasr_kernels.nala_fwd import _query_h2, _state_h2
+from nalasr_kernels.nala_math import _load_tile, _log2, _slab, _token_rows
 
 
 @triton.jit

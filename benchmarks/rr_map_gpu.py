@@ -39,7 +39,7 @@ import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
 
 from nalasr_kernels import nala  # noqa: E402
-from nalasr_kernels.nala import _COMPILED, _angle, _log2, _pow2_scale, _sincos_angle, _slab, _tanh  # noqa: E402
+from nalasr_kernels.nala_math import _COMPILED, _angle, _log2, _pow2_scale, _sincos_angle, _slab, _tanh  # noqa: E402
 from nalasr_kernels.nala_rr import _lane_xor, _unpack  # noqa: E402
 
 HP = (3.0, 0.5, 1.0, 1e-6, 0, 0, 100.0)  # λ, τ, α, ε, no RoPE
@@ -147,7 +147,7 @@ def _fwd_map_rr(Q, STATE, O, N, H, CHUNK, sq_b, sq_n, sq_h, so_b, so_n, so_h, al
     8·SLOTS tokens an iteration (SLOTS even: two a m-tile)."""
     pid_h, pid_c, pid_b = tl.program_id(0), tl.program_id(1), tl.program_id(2)
     bh = pid_b * H + pid_h
-    # S's fragments: 16 float32 a lane, scaled by one power of two into float16's range (as nala._f16_state).
+    # S's fragments: 16 float32 a lane, scaled by one power of two into float16's range (as nala_math._f16_state).
     c0, c1, c2, c3, c4, c5, c6, c7 = _lane_state(STATE, bh, 0)
     s0, s1, s2, s3, s4, s5, s6, s7 = _lane_state(STATE, bh, 256)
     m = tl.maximum(_absmax(c0, c1, c2, c3, c4, c5, c6, c7), _absmax(s0, s1, s2, s3, s4, s5, s6, s7))
@@ -179,7 +179,7 @@ def _fwd_map_rr(Q, STATE, O, N, H, CHUNK, sq_b, sq_n, sq_h, so_b, so_n, so_h, al
         ss = ss + _lane_xor(ss, 1)
         ss = ss + _lane_xor(ss, 2)
         r = tl.rsqrt(ss + 1e-12)
-        p = lam * (tau + _tanh(ss * r, APPROX))  # m = |dir|^p = 2^(p·log2|x| + p·log2 r) (nala._query_mag_fwd)
+        p = lam * (tau + _tanh(ss * r, APPROX))  # m = |dir|^p = 2^(p·log2|x| + p·log2 r) (nala_math._query_mag_fwd)
         pr = p * _log2(r)
         ar = alpha * r
         ma = tl.exp2(p * _log2(tl.abs(xa)) + pr)

@@ -30,8 +30,8 @@ from triton.tools.tensor_descriptor import TensorDescriptor
 
 from kernel_diag_gpu import H, D, _inputs, kernel_us  # noqa: E402  (benchmarks/ is the script's directory)
 from nalasr_kernels import nala
-from nalasr_kernels.nala import (_angle, _chunk, _key_mag, _load_tile, _query_mag_fwd, _sincos_angle, _slab,
-                                 _token_rows)
+from nalasr_kernels.nala_math import (_angle, _chunk, _key_mag, _load_tile, _query_mag_fwd, _sincos_angle, _slab,
+                                      _token_rows)
 
 HP = (3.0, 0.5, 1.0, 1e-6, 0, 0, 100.0)  # λ, τ, α, ε, no RoPE
 CONFIGS = {"map": (64, 4, 2), "reduce": (32, 1, 2)}  # BLOCK_N, warps, stages: the picks at 518K (session 14)

@@ -12,7 +12,7 @@ import triton
 import triton.language as tl
 from torch import Tensor
 
-from nalasr_kernels.nala import _sincos_angle, _tanh
+from nalasr_kernels.nala_math import _sincos_angle, _tanh
 
 
 @triton.jit

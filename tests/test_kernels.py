@@ -76,7 +76,7 @@ REDUCE_RR_TOL = {"float16": 1e-4, "bfloat16": 1e-3}
 
 SMALL = {"BLOCK_N": 16, "CHUNK": 32, "num_warps": 1}  # several chunks and ragged tails at small N
 GPU_CONFIG = {"BLOCK_N": 32, "CHUNK": 64, "num_warps": 4}
-# Two 16-token groups per tile in _bwd_query's reduce products (nala._reduce_dot; SMALL's 16-token tiles are one
+# Two 16-token groups per tile in _bwd_query's reduce products (nala_math._reduce_dot; SMALL's 16-token tiles are one
 # group), two tiles per chunk; at N = 150 the last tile's second group holds 6 tokens.
 GROUPED = {"BLOCK_N": 32, "CHUNK": 64, "num_warps": 2}
 
@@ -661,7 +661,7 @@ def test_clamp_rule(nala):
 
 
 def test_fastmag_rule(nala):
-    """The map's m_q from α·dir (nala._query_mag_fwd) only with approximate math, λτ ≥ 1.5 and |α| within
+    """The map's m_q from α·dir (nala_math._query_mag_fwd) only with approximate math, λτ ≥ 1.5 and |α| within
     2^-20 .. 2^20, where log2|α| is finite and α·dir keeps what |dir|^p needs (α = 0 takes the other path)."""
     ok = [nala._fastmag(True, 3.0, 0.5, a) for a in (1.0, -20.0, 2.0**-20, 2.0**20, 0.0, 2.0**-21, 2.0**21)]
     assert ok == [True, True, True, True, False, False, False]

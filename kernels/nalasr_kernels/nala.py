@@ -88,14 +88,6 @@ from .nala_bwd import _bwd_key, _bwd_query
 from .nala_fwd import _combine, _fwd_map, _fwd_map_pair, _fwd_reduce
 from .nala_math import _HAS_GDC, _INTERPRET
 
-# Device helpers that benchmarks and tests address as nala.<name> (from before the kernels moved to nala_math,
-# nala_fwd and nala_bwd); this module does not use them.
-from .nala_fwd import (  # noqa: F401
-    _den, _load_state, _map_tile_h2, _query_h2, _state_h2, _store_state)
-from .nala_math import (  # noqa: F401
-    _COMPILED, _angle, _chunk, _f16_state, _key_mag, _load_tile, _log2, _pdl_launch, _pow2_scale, _query_mag_fwd,
-    _reduce_dot, _sincos_angle, _slab, _tanh, _token_rows)
-
 __all__ = ["NalaAttentionFunction", "nala_attention_triton", "nala_forward", "nala_backward"]
 
 # Must match nalasr/ops/nala.py (not imported: this package never imports nalasr). Kept here as Python
@@ -103,7 +95,6 @@ __all__ = ["NalaAttentionFunction", "nala_attention_triton", "nala_forward", "na
 NORM_EPS = 1e-12
 THETA_MAX = math.pi / 4 - 1e-4
 _DEFAULTS = dict(lam=3.0, tau=0.5, alpha=1.0, eps=1e-6)  # nalasr.ops.nala.NalaParams()
-
 
 # Test hooks. _OUT_FILL: fill every buffer the kernels must write (outputs, partials, state) with this value
 # before launching (NaN in the tests, so an unwritten element cannot pass). _CONFIG: a fixed launch config
