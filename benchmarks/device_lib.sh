@@ -26,15 +26,18 @@ diag_ab() {
   done
 }
 # LAYOUT (qkvg unless set): the q, k, v layout of diag_env and ab_old (kernel_diag_gpu.py --layout).
-# diag_env NAME VAR=VALUE...: attention times at 518K and 1M with those environment variables ($OUT/diag_NAME.json),
-# their figure lines (and the reduce's time) tagged NAME on the screen and in the log.
+# diag_env NAME VAR=VALUE...: attention times with those environment variables ($OUT/diag_NAME.json), their figure
+# lines and the profile lines matching SHOW (the register reduce's unless set) tagged NAME on the screen and in the
+# log. SIZES (518400,1036800), PPSM (8: _bwd_query's programs per SM, a list tries each), PROFILE_N (518400: the
+# profile's token count) and DIAG_T (60 s) when unset.
 diag_env() {
   local name=$1
   shift
-  env "$@" timeout 60 python3 benchmarks/kernel_diag_gpu.py --json $OUT/diag_$name.json --sizes 518400,1036800 \
-    --ppsm 8 --parts attention,profile --layout ${LAYOUT:-qkvg} > $OUT/diag_$name.tmp 2>&1
+  env "$@" timeout ${DIAG_T:-60} python3 benchmarks/kernel_diag_gpu.py --json $OUT/diag_$name.json \
+    --sizes ${SIZES:-518400,1036800} --ppsm ${PPSM:-8} --parts attention,profile --profile-n ${PROFILE_N:-518400} \
+    --layout ${LAYOUT:-qkvg} > $OUT/diag_$name.tmp 2>&1
   say "diag $name ($*) rc=$?"
-  grep -E "^ *(518400|1036800) new|_fwd_reduce_rr" $OUT/diag_$name.tmp | sed "s/^/$name: /" | tee -a $LOG
+  grep -E "^ *[0-9]+ new|${SHOW:-_fwd_reduce_rr}" $OUT/diag_$name.tmp | sed "s/^/$name: /" | tee -a $LOG
   rm -f $OUT/diag_$name.tmp
 }
 # ab_old ROUNDS OLD: the attention at 518K and 1M with this tree's kernels and, in the same process, the package copy
@@ -83,14 +86,15 @@ for f in files:
     f.unlink()
 PY
 }
-# pass_times FILE...: the streaming passes' kernel times (µs: reduce, map or pair map, _bwd_query, _bwd_key) in each
-# kernel_diag_gpu.py JSON, a line a file.
+# pass_times FILE...: the streaming passes' kernel times (µs: reduce, map or pair map, _bwd_query, _bwd_key; with
+# PASSES="NAME..." those kernels') in each kernel_diag_gpu.py JSON, a line a file.
 pass_times() {
   python3 - "$@" <<'PY'
-import json, sys
+import json, os, sys
+names = os.environ.get("PASSES", "").split() or ["_fwd_reduce_rr", "_fwd_map", "_bwd_query", "_bwd_key"]
 for path in sys.argv[1:]:
     us = {r["kernel"]: round(r["us_per_call"], 1) for r in json.load(open(path))["profile"]}
     us.setdefault("_fwd_map", us.get("_fwd_map_pair"))  # the map over head pairs (nala._map_pair)
-    print(path.split("/")[-1], *(us.get(k) for k in ("_fwd_reduce_rr", "_fwd_map", "_bwd_query", "_bwd_key")))
+    print(path.split("/")[-1], *(us.get(k) for k in names))
 PY
 }

@@ -15,15 +15,9 @@ pass_times $OUT/diag_*.json | tee -a $LOG
 merge_json "diag_*.json" diag_bwd.json
 for r in 1 2; do
   for s in 0 1; do
-    NALASR_STRIDED_FWD_MAP=$s timeout 60 python3 benchmarks/kernel_diag_gpu.py --json $OUT/map_r${r}s$s.json \
-      --sizes 49152,131072,262144 --ppsm 8 --parts attention,profile --profile-n 262144 --layout dense > $OUT/m.tmp 2>&1
-    say "map r$r strided=$s rc=$?"
-    grep -E "new|_fwd_map" $OUT/m.tmp | sed "s/^/r${r}s$s: /" | tee -a $LOG
+    SIZES=49152,131072,262144 PROFILE_N=262144 SHOW=_fwd_map LAYOUT=dense diag_env map_r${r}s$s NALASR_STRIDED_FWD_MAP=$s
   done
 done
-rm -f $OUT/m.tmp
-merge_json "map_*.json" diag_map.json
-timeout 60 python3 benchmarks/kernel_diag_gpu.py --json $OUT/profile_1m.json --sizes 1036800 --ppsm 8 \
-  --parts attention,profile --profile-n 1036800 --layout dense >> $LOG 2>&1; say "1M profile rc=$?"
-grep -E "new|µs ×" $LOG | tail -9
+merge_json "diag_map_*.json" diag_map.json
+SIZES=1036800 PROFILE_N=1036800 SHOW="µs ×" LAYOUT=dense diag_env profile_1m
 ls $OUT

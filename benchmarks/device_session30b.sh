@@ -5,14 +5,9 @@
 . benchmarks/device_lib.sh s30b
 for r in 1 2; do
   for kp in 8 4 12 16; do
-    env NALASR_PROGRAMS_PER_SM_BWD_KEY=$kp timeout 90 python3 benchmarks/kernel_diag_gpu.py \
-      --json $OUT/diag_r${r}k$kp.json --sizes 518400,1036800 --ppsm 8,9,16 --parts attention,profile --layout dense \
-      > $OUT/d.tmp 2>&1
-    say "diag r$r bwd_key ppsm $kp rc=$?"
-    grep -E "^ *(518400|1036800) new|_bwd_" $OUT/d.tmp | sed "s/^/r${r}k$kp: /" | tee -a $LOG
+    PPSM=8,9,16 DIAG_T=90 SHOW=_bwd_ LAYOUT=dense diag_env r${r}k$kp NALASR_PROGRAMS_PER_SM_BWD_KEY=$kp
   done
 done
-rm -f $OUT/d.tmp
 merge_json "diag_*.json" diag_ppsm.json
 K="extras_cuda" kernel_tests 150 tests/test_kernels.py
 grep -E "passed|failed|FAIL|Error" $LOG | cut -c1-600 | tail -4

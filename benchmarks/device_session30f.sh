@@ -13,11 +13,6 @@ for r in 1 2; do
     LAYOUT=dense diag_env r${r}pair$p NALASR_BWD_KEY_PAIR=1 NALASR_PROGRAMS_PER_SM_BWD_KEY_PAIR=$p
   done
 done
-python3 - $OUT/diag_*.json <<'PY' | tee -a $LOG
-import json, sys
-for path in sys.argv[1:]:
-    us = {r["kernel"]: round(r["us_per_call"], 1) for r in json.load(open(path))["profile"]}
-    print(path.split("/")[-1], {k: v for k, v in us.items() if k.startswith("_bwd")})
-PY
+PASSES="_bwd_query _bwd_key _bwd_key_pair" pass_times $OUT/diag_*.json | tee -a $LOG
 merge_json "diag_*.json" diag.json
 ls $OUT
