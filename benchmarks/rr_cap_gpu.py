@@ -4,8 +4,9 @@ output against the first one's (relative RMS).
 
     PYTHONPATH=.:kernels python benchmarks/rr_cap_gpu.py --variants 128x16,112x16,112x18,128x16 [--json OUT.json]
 
-A variant is CAPxPROGRAMS_PER_SM of nala_rr (session 28 call 8 also ran the register reduce by k-steps, since
-removed: benchmarks/results/h200/session29/call1/kstep.diff). At cap 112 nala_rr fits its loop in
+A variant is CAPxPROGRAMS_PER_SM of nala_rr, with the products' operands of nala_rr.FEAT_A, or of the layout before
+it with a trailing "o" (128x16o; session 31). (Session 28 call 8 also ran the register reduce by k-steps, since
+removed: benchmarks/results/h200/session29/call1/kstep.diff.) At cap 112 nala_rr fits its loop in
 112 registers without spills (offline sm_90, Triton 3.6), but 18 an SM ran as if they did not fit: each scheduler's
 16K registers hold 4 such warps, not 5 (benchmarks/results/h200/session28/call7).
 """
@@ -34,8 +35,8 @@ def main() -> None:
         q, k, v, _ = _inputs(n, "dense")
         base = None
         for text in a.variants.split(","):
-            cap, ppsm = (int(x) for x in text.split("x"))
-            nala_rr.launch = functools.partial(launch, maxnreg=cap)
+            cap, ppsm = (int(x) for x in text.rstrip("o").split("x"))
+            nala_rr.launch = functools.partial(launch, maxnreg=cap, feat_a=not text.endswith("o"))
             nala._PROGRAMS_PER_SM["fwd_reduce"] = ppsm
             fwd = lambda: nala.nala_forward(q, k, v, *HP)  # noqa: E731
             o = fwd()[0].float()

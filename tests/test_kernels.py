@@ -139,8 +139,12 @@ def _cases() -> dict[str, dict]:
         # float16 q, k, v as separate contiguous tensors (the model's), an even head count: the map over head pairs
         # (nala._map_pair, which takes it by itself from 400K tokens), on its own launch path (a ragged second chunk)
         # and on SMALL's 16-token tiles.
-        "fp16-pair": dict(dtype="float16", N=301, H=4, config=None, env={"NALASR_MAP_PAIR": "1"}),
-        "fp16-pair-small": dict(dtype="float16", N=37, H=2, env={"NALASR_MAP_PAIR": "1"}),
+        # (with the register map off, which would take them when forced).
+        "fp16-pair": dict(dtype="float16", N=301, H=4, config=None, env={"NALASR_MAP_PAIR": "1", "NALASR_MAP_RR": "0"}),
+        "fp16-pair-small": dict(dtype="float16", N=37, H=2, env={"NALASR_MAP_PAIR": "1", "NALASR_MAP_RR": "0"}),
+        # The register map (nala_map_rr: by default for float16 q of 16 dims and an even head count from 400K tokens
+        # of 4 heads) forced on dense q of 4 heads: 2 head pairs, a ragged last tile.
+        "fp16-map-rr": dict(dtype="float16", N=301, H=4, config=None, env={"NALASR_MAP_RR": "1"}),
     }
     for name, s in extra.items():
         out[name] = {**base, **s}
@@ -334,14 +338,27 @@ def run_extras(device: str) -> dict:
                    "NALASR_EYE_BWD_QUERY", "NALASR_EYE_BWD_KEY"):
         for dtype in ("float16", "float32"):
             out[f"{switch.lower()}_{dtype}"] = max(switch_errors(switch, dtype, device)) <= SWITCH_TOL[dtype]
-    out["map_f16_float16"] = max(switch_errors("NALASR_MAP_F16", "float16", device)) <= MAP_F16_TOL
-    out["map_half2_float16"] = max(switch_errors("NALASR_MAP_HALF2", "float16", device)) <= MAP_HALF2_TOL
+    # The maps' switches with the register map off (NALASR_MAP_RR=0), so each compares the maps it names whatever
+    # size the register map's rule starts from.
+    no_rr = mock.patch.dict(os.environ, {"NALASR_MAP_RR": "0"})
+    with no_rr:
+        out["map_f16_float16"] = max(switch_errors("NALASR_MAP_F16", "float16", device)) <= MAP_F16_TOL
+        out["map_half2_float16"] = max(switch_errors("NALASR_MAP_HALF2", "float16", device)) <= MAP_HALF2_TOL
     # NALASR_MAP_PAIR=1 takes the map over head pairs on batch3's strided q and small size as well (the rule's
     # default takes it for dense q from 400K tokens): the same math on other tiles, so other float32 roundings at
     # most. A head's output written to its neighbour's columns is off by O(1). Taken exactly in the forced run.
-    with recording(K, "_map_pair") as calls:
+    with no_rr, recording(K, "_map_pair") as calls:
         out["map_pair_float16"] = max(switch_errors("NALASR_MAP_PAIR", "float16", device)) <= SWITCH_TOL["float16"]
     out["map_pair_taken"] = [taken for _, taken in calls] == [False, True]
+    # The register map (nala_map_rr, NALASR_MAP_RR) against the one-head HALF2 map it replaces on batch3: the same
+    # float16 features and float16 products summed in float32, other shuffles and slots, so float32 rounding and the
+    # float16 output flips it causes (interpreter: 2e-5). A dim, column, head or token in the wrong k slot, lane or
+    # word is off by O(1); a word left unstored is NaN. Taken in the run with it on and only there.
+    from nalasr_kernels import nala_map_rr
+
+    with recording(nala_map_rr, "launch") as calls:
+        out["map_rr_float16"] = max(switch_errors("NALASR_MAP_RR", "float16", device)) <= SWITCH_TOL["float16"]
+    out["map_rr_taken"] = len(calls) == 1
     # The forward reduce from registers (nala_rr) where it applies (16-bit inputs, D = Dv = 16, no RoPE; batch3's
     # qkvg views), and only there: once per 16-bit run with the switch on, never for float32.
     from nalasr_kernels import nala_rr
@@ -378,17 +395,22 @@ def run_extras(device: str) -> dict:
     def pair_strided(flag):
         return mock.patch.dict(os.environ, {"NALASR_MAP_PAIR": "1", "NALASR_STRIDED_FWD_MAP_PAIR": flag})
 
-    with recording(K, "_map_pair") as calls:
+    with no_rr, recording(K, "_map_pair") as calls:
         out["strided_fwd_map_pair_float16"] = max(switch_errors("strided", "float16", device, patch=pair_strided,
                                                                 B=1, N=229)) == 0.0
     out["strided_fwd_map_pair_taken"] = [taken for _, taken in calls] == [True, True]
     # The same in the other streaming passes, at 600 tokens (the one-head map's 2-tile chunks; the backward's 5 and
     # 8 chunks of 1-2 tiles and their ragged ends): the maps compute each token as before (the same bits); _bwd_query's
     # dS, dz partials hold other tokens (the gradient within SWITCH_TOL).
+    # The register map likewise (the same bits), at 229 tokens: its 2 chunks of 128 take 4 tiles each, one ragged.
+    with mock.patch.dict(os.environ, {"NALASR_MAP_RR": "1"}):
+        out["strided_fwd_map_rr_float16"] = max(switch_errors("NALASR_STRIDED_FWD_MAP_RR", "float16", device, B=1,
+                                                              N=229)) == 0.0
     for name, dtypes, exact in (("fwd_map", ("float16",), True), ("bwd_query", ("float16", "float32"), False),
                                 ("bwd_key", ("float16",), True)):
         for dtype in dtypes:
-            errs = switch_errors(f"NALASR_STRIDED_{name.upper()}", dtype, device, B=1, N=600)
+            with no_rr:  # the one-head map, which the register map would take the place of in float16
+                errs = switch_errors(f"NALASR_STRIDED_{name.upper()}", dtype, device, B=1, N=600)
             out[f"strided_{name}_{dtype}"] = max(errs) == 0.0 if exact else max(errs) <= SWITCH_TOL[dtype]
     gen = torch.Generator().manual_seed(12)
     for n, chunk, dtype in ((100, 32, torch.float16), (229, 64, torch.bfloat16), (37, 64, torch.float16)):
@@ -401,6 +423,19 @@ def run_extras(device: str) -> dict:
             totals.append(part.view(6, n_chunks, 544).sum(1))
         out[f"strided_fwd_reduce_partials_{n}"] = bool(torch.isfinite(totals[1]).all()) and torch.allclose(
             totals[1], totals[0], rtol=1e-5, atol=1e-5 * totals[0].abs().max().item())
+    # The register reduce's products with φk as A (nala_rr.FEAT_A) against vᵀ as A: the same tf32 products in other
+    # mma slots, so every chunk's partial within float32 summation order (interpreter: 1e-7 of the largest entry); a
+    # dim, value column or half of S or z stored in the wrong place is off by O(1), a slot left unwritten is NaN.
+    for n, chunk, dtype, strided in ((100, 32, torch.float16, False), (229, 64, torch.bfloat16, True)):
+        k, v = (torch.randn(2, n, 3, 16, generator=gen).to(device, dtype) for _ in range(2))
+        n_chunks = -(-n // chunk)
+        parts = []
+        for feat_a in (False, True):
+            part = torch.full((2 * 3 * n_chunks * 544,), float("nan"), device=device)
+            nala_rr.launch(k, v, part, n, chunk, n_chunks, 1.0, 3.0, 3, True, False, strided=strided, feat_a=feat_a)
+            parts.append(part)
+        out[f"reduce_rr_feat_a_{n}"] = bool(torch.isfinite(parts[1]).all()) and torch.allclose(
+            parts[1], parts[0], rtol=1e-5, atol=1e-6 * parts[0].abs().max().item())
     # θ's clamp, left out for |α| ≤ 4 (nala._clamp; batch3 has α = 1), cannot bind there: forced on, the output is
     # the same bit for bit (only min/max drop out of the forward), and so are the gradients but for the compiler's
     # freedom in the backward, whose gradient mask is a select between products that ptxas may then fuse otherwise:
@@ -630,6 +665,37 @@ def test_map_pair_rule(monkeypatch, nala):
     monkeypatch.setenv("NALASR_MAP_PAIR", "yes")
     with pytest.raises(ValueError, match="NALASR_MAP_PAIR"):
         nala._map_pair(dense, True, 4, 16, 16, 16)
+
+
+def test_map_rr_rule(monkeypatch, nala):
+    """NALASR_MAP_RR: the register map with HALF2's features for float16 q of 16 dims, an even head count, unit-stride
+    dims, strides that are multiples of 4 and 8-byte aligned data, dense or the model's views, by default from
+    _MAP_RR_MIN_ROWS (token, head pair) rows; =1 for any size, =0 never, anything else is refused."""
+    monkeypatch.delenv("NALASR_MAP_RR", raising=False)
+    monkeypatch.setattr(nala, "_MAP_RR_MIN_ROWS", 6)  # 3 tokens of 4 heads
+    dense = torch.zeros(1, 3, 4, 16, dtype=torch.float16)
+    views = torch.zeros(1, 3, 4 * 64, dtype=torch.float16)[..., 64:128].view(1, 3, 4, 16)  # k of one projection
+    o = torch.zeros(1, 3, 4, 16, dtype=torch.float16)
+    assert nala._map_rr(dense, o, True) and nala._map_rr(views, o, True)
+    assert not nala._map_rr(dense, o, False)  # no HALF2
+    assert not nala._map_rr(dense.float(), o, True)
+    assert not nala._map_rr(torch.zeros(1, 3, 3, 16, dtype=torch.float16), torch.zeros(1, 3, 3, 16), True)  # odd H
+    assert not nala._map_rr(torch.zeros(1, 3, 2, 8, dtype=torch.float16), torch.zeros(1, 3, 2, 8), True)  # D = 8
+    d_strided = torch.zeros(1, 3, 16, 4, dtype=torch.float16).transpose(2, 3)
+    assert not nala._map_rr(d_strided, o, True)
+    odd_rows = torch.zeros(1, 3, 4 * 16 + 2, dtype=torch.float16)[..., :64].view(1, 3, 4, 16)  # token stride 66
+    assert not nala._map_rr(odd_rows, o, True)
+    shifted = torch.zeros(4 + 3 * 64, dtype=torch.float16)[2:2 + 3 * 64].view(1, 3, 4, 16)  # 4-byte aligned data
+    assert not nala._map_rr(shifted, o, True)
+    assert not nala._map_rr(dense, o.transpose(1, 2).contiguous().transpose(1, 2), True)  # o not contiguous
+    assert not nala._map_rr(dense[:, :2], o[:, :2], True)  # 4 rows: below the size
+    monkeypatch.setenv("NALASR_MAP_RR", "1")
+    assert nala._map_rr(dense[:, :2], o[:, :2], True) and not nala._map_rr(dense[:, :2], o[:, :2], False)
+    monkeypatch.setenv("NALASR_MAP_RR", "0")
+    assert not nala._map_rr(dense, o, True)
+    monkeypatch.setenv("NALASR_MAP_RR", "on")
+    with pytest.raises(ValueError, match="NALASR_MAP_RR"):
+        nala._map_rr(dense, o, True)
 
 
 def test_bwd_query_rules(monkeypatch, nala):

@@ -92,6 +92,36 @@ def _features_h2(m, xa):
 
 
 @triton.jit
+def _pack(lo, hi):
+    """Two float32 tensors → int32 words of float16 pairs (lo in the low half), each rounded to nearest: one
+    cvt.rn.f16x2.f32 a word (Triton's two conversions and the bit operations to join them took three instructions)."""
+    if _COMPILED:
+        w = tl.inline_asm_elementwise("cvt.rn.f16x2.f32 $0, $2, $1;", "=r,r,r", [lo, hi], dtype=tl.int32,
+                                      is_pure=True, pack=1)
+    else:
+        a = lo.to(tl.float16).to(tl.int16, bitcast=True).to(tl.int32) & 65535
+        b = hi.to(tl.float16).to(tl.int16, bitcast=True).to(tl.int32)
+        w = a | (b << 16)
+    return w
+
+
+@triton.jit
+def _features_pairs(m0, m1, x0, x1):
+    """The register map's φq halves (nalasr_kernels.nala_map_rr) as int32 words of float16 pairs from four float32
+    tensors of one shape: element pairs (m0, m1), (x0, x1) → (m·F(x), m·G(x)) for both, element 0 in the low half.
+    The PTX of _features_h2 (the same operand numbers: $2, $3 the two m, $4, $5 the two x), one word a call."""
+    if _COMPILED:
+        fc, fs = tl.inline_asm_elementwise(_FEATURES_ASM, "=r,=r,r,r,r,r", [m0, m1, x0, x1],
+                                           dtype=(tl.int32, tl.int32), is_pure=True, pack=1)
+    else:
+        fc0, fs0 = _features_h2(m0, x0)
+        fc1, fs1 = _features_h2(m1, x1)
+        fc = _pack(fc0.to(tl.float32), fc1.to(tl.float32))  # float16 values: exact through float32
+        fs = _pack(fs0.to(tl.float32), fs1.to(tl.float32))
+    return fc, fs
+
+
+@triton.jit
 def _first(a, b):
     """tl.reduce's combine for rows whose entries are all equal: any one of them; the shuffles it would wait for
     have no use and are removed."""

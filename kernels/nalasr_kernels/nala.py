@@ -83,7 +83,7 @@ import triton
 import triton.testing
 from torch import Tensor
 
-from . import nala_rr
+from . import nala_map_rr, nala_rr
 from .nala_bwd import _bwd_key, _bwd_query
 from .nala_fwd import _combine, _fwd_map, _fwd_map_pair, _fwd_reduce
 from .nala_math import _HAS_GDC, _INTERPRET
@@ -170,8 +170,12 @@ _FWD_MAP_PAIR_QUANTUM = _PAIR_TILE[0]  # its chunks: multiples of its tile
 # 18.7 against 19.4-19.8 (64: 19.5; session27/call3/sweeps.json).
 _FWD_MAP_MIN_CHUNK = 128
 _FWD_MAP_PAIR_MIN_CHUNK = _MAX_BLOCK_N
+_FWD_MAP_RR_MIN_CHUNK = 128
 _FWD_REDUCE_MIN_CHUNK = 128
 _PAIR_MIN_ROWS = 800_000  # (token, head pair) rows from which _map_pair takes it: 400K tokens of 4 heads (see there)
+# (token, head pair) rows from which _map_rr takes the register map by itself: measured at 518K and 1M tokens of 4
+# heads only (session 31), so it starts where the pair map does.
+_MAP_RR_MIN_ROWS = _PAIR_MIN_ROWS
 _TUNE_KEY = ["N_BUCKET", "D", "DV", "ROPE"]
 
 
@@ -252,7 +256,8 @@ _bwd_key_tuned = _tuned(_bwd_key, _BWD_CONFIGS, 8)
 # (benchmarks/results/h200/session25/call3).
 _PROGRAMS_PER_SM = {name: int(os.environ.get(f"NALASR_PROGRAMS_PER_SM_{name.upper()}", default))
                     for name, default in (("fwd_reduce", 16), ("fwd_map", 36),
-                                          ("fwd_map_half2", 28), ("fwd_map_pair", 16), ("bwd_query", 8),
+                                          ("fwd_map_half2", 28), ("fwd_map_pair", 16), ("fwd_map_rr", 16),
+                                          ("bwd_query", 8),
                                           ("bwd_key", 8))}
 
 
@@ -452,7 +457,8 @@ def _reduce_rr(k: Tensor, v: Tensor, rope: bool, prec: str, offs64: bool, chunk:
 # 0.246 / 0.248 ms with both against 0.301 / 0.303, at 1M 0.499 / 0.501 against 0.515 / 0.515. The one-head map
 # (49K-262K) is a tie: 29.4 / 29.5 against 29.6 / 29.6 µs at 262K, its forward graph within 1% either way
 # (benchmarks/results/h200/session30/call1); it stays contiguous.
-_STRIDED = {"fwd_reduce": True, "fwd_map": False, "fwd_map_pair": True, "bwd_query": True, "bwd_key": True}
+_STRIDED = {"fwd_reduce": True, "fwd_map": False, "fwd_map_pair": True, "fwd_map_rr": True, "bwd_query": True,
+            "bwd_key": True}
 
 
 def _strided(name: str) -> bool:
@@ -461,7 +467,7 @@ def _strided(name: str) -> bool:
     programs of a wave then read a narrow window of the token axis at any moment (a few MiB, as a copy kernel does)
     where contiguous chunks keep ~1,000 streams open across the whole 66 MiB of each tensor (DRAM pages, TLB). The
     partials sum other tokens in another order (still fixed: bitwise reproducible). NALASR_STRIDED_<PASS> = 0|1
-    overrides _STRIDED (FWD_REDUCE, FWD_MAP, FWD_MAP_PAIR, BWD_QUERY, BWD_KEY)."""
+    overrides _STRIDED (FWD_REDUCE, FWD_MAP, FWD_MAP_PAIR, FWD_MAP_RR, BWD_QUERY, BWD_KEY)."""
     forced = _forced(f"NALASR_STRIDED_{name.upper()}", ("0", "1"))
     return _STRIDED[name] if forced is None else forced == "1"
 
@@ -580,6 +586,20 @@ def _map_pair(q: Tensor, half: bool, h: int, d: int, dv: int, bd: int) -> bool:
     return dense and q.shape[0] * q.shape[1] * (h // 2) >= _PAIR_MIN_ROWS
 
 
+def _map_rr(q: Tensor, o: Tensor, half: bool) -> bool:
+    """Whether the map issues its products from registers (nalasr_kernels.nala_map_rr): HALF2's features (float16 q),
+    16 head dims, an even head count, q's strides multiples of 4 (nala_map_rr.usable), from _MAP_RR_MIN_ROWS (token,
+    head pair) rows; NALASR_MAP_RR=1 takes it for any size, =0 keeps the pair map / the one-head map. On the H200 (each setting its own process, benchmarks/results/h200/session31/call3):
+    at 518K dense the map 45.7-45.8 against the pair map's 48.4-48.6 µs, the forward 0.100 against 0.102 ms; on the
+    model's views (where the pair map does not apply) 47.8 against the one-head map's 52.0 (call 2), the forward
+    0.103 against 0.104; at 1M 0.183 either way. At 49K and 262K call 2 ran the version with two 4-byte stores a
+    token (75 µs at 518K), not this one."""
+    forced = _forced("NALASR_MAP_RR", ("0", "1"))
+    if forced == "0" or not (half and nala_map_rr.usable(q, o)):
+        return False
+    return forced == "1" or q.shape[0] * q.shape[1] * (q.shape[2] // 2) >= _MAP_RR_MIN_ROWS
+
+
 def _centred(rope: bool, prec_g: str) -> bool:
     """Whether the backward centres the values (see "Conditioning of the backward"): tf32 products without RoPE.
     Centring float32 inputs too (tf32x3) took the N = 1 float32 case from 1.56 to 1.44 times its dq/dk tolerance
@@ -660,8 +680,9 @@ def nala_forward(q: Tensor, k: Tensor, v: Tensor, lam: float, tau: float, alpha:
                                     _FWD_REDUCE_MIN_CHUNK)
         part = _empty((b * h * n_chunks * state_n,), torch.float32, dev)
         if rr:
+            feat_a = _forced("NALASR_RR_FEAT_A", ("0", "1"))  # unset: nala_rr.FEAT_A
             nala_rr.launch(k, v, part, n, chunk, n_chunks, alpha, lam, _lam_int(lam), approx, clamp, pdl=pdl,
-                           strided=_strided("fwd_reduce"))
+                           strided=_strided("fwd_reduce"), feat_a=None if feat_a is None else feat_a == "1")
         else:
             _launch(_fwd_reduce_tuned, _fwd_reduce, (h, n_chunks, b),
                     k, v, freq, part, n, max(rope_w, 1), h, chunk, n_chunks, bucket,
@@ -672,7 +693,12 @@ def nala_forward(q: Tensor, k: Tensor, v: Tensor, lam: float, tau: float, alpha:
         _combine_launch(part, state, b * h, n_chunks, 1.0 / n, state_n, pdl)
         fastmag, f16 = _fastmag(approx, lam, tau, alpha), _map_f16(prec, rope)
         half = _map_half2(q, f16, fastmag, alpha)
-        if _map_pair(q, half, h, d, dv, bd):
+        if _map_rr(q, o, half):
+            chunk, n_chunks = _plan(n, b * h // 2, dev, _PROGRAMS_PER_SM["fwd_map_rr"], nala_map_rr.TILE_TOKENS,
+                                    _FWD_MAP_RR_MIN_CHUNK)
+            nala_map_rr.launch(q, state, o, n, chunk, n_chunks, alpha, lam, tau, eps, approx, pdl=pdl,
+                               strided=_strided("fwd_map_rr"))
+        elif _map_pair(q, half, h, d, dv, bd):
             block_n, warps, stages, cap = (int(_CONFIG["BLOCK_N"]), 1, 3, None) if _CONFIG is not None else _PAIR_TILE
             chunk, n_chunks = _plan(n, b * h // 2, dev, _PROGRAMS_PER_SM["fwd_map_pair"], _FWD_MAP_PAIR_QUANTUM,
                                     _FWD_MAP_PAIR_MIN_CHUNK)

@@ -65,6 +65,17 @@ STATIC_STRIDES = True
 # On the H200 at 518K: 52.2-52.8 against 54.7-54.9 µs alone, the forward 0.110-0.111 against 0.112-0.113 ms, at 1M
 # 0.207-0.208 against 0.215-0.216 (benchmarks/results/h200/session22/call1-2). Unrolled by two on top: 57.6-57.7.
 ASM_LOADS = True
+# The products with φk as A and [v | 1] as B (S = φkᵀ·v: 2 m-tiles of 16 dims, cos and sin, × 2 n-tiles of 8 value
+# columns, and z from a third n-tile of ones) instead of vᵀ as A against φk's 4 n-tiles and an all-ones A for z:
+# 24 mma a tile instead of 32, and 24 accumulator registers instead of 32 (z's product fills 8 of 8 columns' rows
+# with one value where the ones A filled 16 rows). The same tf32 operands, the loads and features unchanged. Offline
+# sm_90: 396 → 384 loop instructions on the whole-tile path, 127 → 116 registers (compile_sm90.py --kernel
+# fwd_reduce_rr --const SK_N=64 --const SV_N=64 --const STRIDED=1 [--const FEAT_A=1]). On the H200 at 518K dense, each
+# setting its own process (NALASR_RR_FEAT_A): the pass 48.8-49.0 against 51.4-52.0 µs, the forward 0.101-0.102 against
+# 0.104-0.105 ms, at 1M 0.185 against 0.191-0.192 (benchmarks/results/h200/session31/call1, call2's f0m1: 51.7). In
+# one process (rr_cap_gpu.py, the old layout first) both took 49.3-49.6 at 518K: unexplained. Capped at 96 registers
+# (no spills offline) for 20 programs an SM: 51.9-52.1 µs, slower.
+FEAT_A = True
 # Measured alternative (session 28): the tiles through a ring of shared memory, cp.async of the tile STAGES − 1 ahead
 # into a .shared array of the kernel's own inline PTX, the mma words read back by ld.shared (STAGES − 1 tiles in
 # flight for no registers; offline 445 against 386 loop instructions). On the H200 at 518K dense the pass took
@@ -90,7 +101,37 @@ def _mma_asm(ones_a: bool) -> str:
     return "\n".join(lines + (["}"] if ones_a else []))
 
 
+def _mma_feat_asm(z: bool) -> str:
+    """FEAT_A's mma.sync m16n8k8 tf32 over one tile, φk as A (rows: row slot g is dim 2g, g + 8 is dim 2g + 1; m-tile
+    0 the cos half, 1 the sin half). ``z`` False: B = v (n-tile 0: column slot g is value column 2g, n-tile 1: 2g + 1),
+    16 products: D $0-$15 (m-tile mt, n-tile nt: $8mt+4nt..), A cos $16-$31 and A sin $32-$47 (register 4s + 2·slot
+    + j, as _mma_asm's B), B $48-$63 (the same order: register 4s + 2·slot + nt), C in $64-$79. ``z`` True: B all ones
+    (every column of D is z), 8 products over the lane's (8,) per-slot registers: D $0-$7 (m-tile mt: $4mt..), A from
+    φk cos of dims 2g, 2g + 1 ($8-$15, $16-$23: slot i) and sin ($24-$31, $32-$39), C in $40-$47."""
+    lines = ["{", ".reg .b32 one;", "mov.b32 one, 0x3F800000;"] if z else []
+    for s in range(4):
+        for mt in range(2):
+            for nt in range(1 if z else 2):
+                if z:
+                    d = [f"${4 * mt + c}" for c in range(4)]
+                    j0, j1 = 8 + 16 * mt, 16 + 16 * mt  # dim 2g, 2g + 1 of this half
+                    a = [f"${j0 + 2 * s}", f"${j1 + 2 * s}", f"${j0 + 2 * s + 1}", f"${j1 + 2 * s + 1}"]
+                    b = ["one", "one"]
+                    cin = [f"${40 + 4 * mt + c}" for c in range(4)] if s == 0 else d
+                else:
+                    d = [f"${8 * mt + 4 * nt + c}" for c in range(4)]
+                    a = [f"${16 + 16 * mt + 4 * s + c}" for c in range(4)]
+                    b = [f"${48 + 4 * s + nt}", f"${48 + 4 * s + 2 + nt}"]
+                    cin = [f"${64 + 8 * mt + 4 * nt + c}" for c in range(4)] if s == 0 else d
+                lines.append("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 "
+                             f"{{{','.join(d)}}}, {{{','.join(a)}}}, {{{','.join(b)}}}, {{{','.join(cin)}}};")
+    return "\n".join(lines + (["}"] if z else []))
+
+
 _MMA_S = tl.constexpr(_mma_asm(False))
+_MMA_FS = tl.constexpr(_mma_feat_asm(False))
+_MMA_FZ = tl.constexpr(_mma_feat_asm(True))
+_MMA_FZ_CONSTRAINTS = tl.constexpr(",".join(["=r"] * 8 + ["r"] * 40))
 _MMA_S_CONSTRAINTS = tl.constexpr(",".join(["=r"] * 16 + ["r"] * 64))
 _MMA_Z = tl.constexpr(_mma_asm(True))
 _MMA_Z_CONSTRAINTS = tl.constexpr(",".join(["=r"] * 16 + ["r"] * 48))
@@ -204,6 +245,44 @@ def _mma_z(bc, bs, acc):
 
 
 @triton.jit
+def _to_fragments_feat(s_c, s_s):
+    """Interpreter: FEAT_A's (16 dims, 16 columns) cos / sin halves → its (512,) accumulator in the lanes' order:
+    register r = 2i + j = 8·half + 4·nt + c of lane (g, t) is dim 2g + c // 2, column 4t + 2·(c % 2) + nt."""
+    s = tl.reshape(tl.join(s_c, s_s), (8, 2, 4, 2, 2, 2))  # (g, a, t, b, nt, half): dim 2g + a, column 4t + 2b + nt
+    return tl.reshape(tl.permute(s, (5, 4, 1, 0, 2, 3)), (512,))  # f = 64·(4·half + 2·nt + a) + 8g + 2t + b
+
+
+@triton.jit
+def _mma_feat_s(ac, as_, b, acc):
+    """FEAT_A: acc + the tile's S = φkᵀ·v, ac / as_ = φk's cos / sin halves, b = v, all (512,) in the lanes' order."""
+    if _COMPILED:
+        out = tl.inline_asm_elementwise(_MMA_FS, _MMA_S_CONSTRAINTS, [ac, as_, b, acc], dtype=tl.float32,
+                                        is_pure=True, pack=16)
+    else:
+        v = _tokens_by_dim(b)
+        out = acc + _to_fragments_feat(tl.dot(tl.trans(_tokens_by_dim(ac)), v, input_precision="tf32"),
+                                       tl.dot(tl.trans(_tokens_by_dim(as_)), v, input_precision="tf32"))
+    return out
+
+
+@triton.jit
+def _mma_feat_z(pc0, pc1, ps0, ps1, acc):
+    """FEAT_A: acc (256,) + the tile's Σ φk (an all-ones B), from φk's cos / sin of dims 2g, 2g + 1 (the (256,) slots
+    _features returns); register i = 4·half + c of lane (g, t) holds z of dim 2g + c // 2 (every column alike)."""
+    if _COMPILED:
+        out = tl.inline_asm_elementwise(_MMA_FZ, _MMA_FZ_CONSTRAINTS, [pc0, pc1, ps0, ps1, acc], dtype=tl.float32,
+                                        is_pure=True, pack=8)
+    else:
+        ones = tl.full((16, 32), 1.0, tl.float32)
+        first = tl.arange(0, 16)[:, None] == 0  # every row of the ones product is z: take row 0 (exact)
+        zc = tl.sum(tl.where(first, tl.dot(ones, _tokens_by_dim(_pair(pc0, pc1)), input_precision="tf32"), 0.0), 0)
+        zs = tl.sum(tl.where(first, tl.dot(ones, _tokens_by_dim(_pair(ps0, ps1)), input_precision="tf32"), 0.0), 0)
+        z = tl.reshape(tl.permute(tl.reshape(tl.join(zc, zs), (8, 2, 2)), (2, 1, 0)), (2, 2, 1, 8, 1))  # (half, a, g)
+        out = acc + tl.reshape(tl.broadcast_to(z, (2, 2, 2, 8, 4)), (256,))  # e = 32·(4·half + 2a + b) + 4g + t
+    return out
+
+
+@triton.jit
 def _unpack(p, DT: tl.constexpr):
     """(256,) int32 pairs of 16-bit floats (dtype DT) → the low and the high element in float32."""
     lo = (p & 65535).to(tl.int16).to(DT, bitcast=True).to(tl.float32)
@@ -241,12 +320,13 @@ def _features(kk, vv, alpha, lam, DT: tl.constexpr, LAM_INT: tl.constexpr, APPRO
 def _fwd_reduce_rr(K, V, PART, N, CHUNK, n_chunks, H, sk_b, sk_n, sk_h, sv_b, sv_n, sv_h, alpha, lam,
                    LAM_INT: tl.constexpr, APPROX: tl.constexpr, CLAMP: tl.constexpr, PDL: tl.constexpr = False,
                    SK_N: tl.constexpr = 0, SV_N: tl.constexpr = 0, LD_K: tl.constexpr = "", LD_V: tl.constexpr = "",
-                   ASM_LOADS: tl.constexpr = False, STRIDED: tl.constexpr = False, TIMES=None):
+                   ASM_LOADS: tl.constexpr = False, STRIDED: tl.constexpr = False, FEAT_A: tl.constexpr = False,
+                   TIMES=None):
     """Partial Σφk vᵀ and Σφk over one chunk of one (b, h) → PART[b, h, chunk, :] (the layout of _store_state).
     k, v: (B, N, H, 16) 16-bit, strides in elements, all even, head dims unit-stride; CHUNK a multiple of
     TILE_TOKENS. PDL: see nala._pdl. SK_N, SV_N > 0: sk_n, sv_n as compile-time constants (see STATIC_STRIDES).
     STRIDED: chunk pid_c is the tiles pid_c, pid_c + n_chunks, … instead of CHUNK tokens from pid_c·CHUNK (see
-    nala._strided)."""
+    nala._strided). FEAT_A: φk as the products' A operand (see FEAT_A)."""
     _pdl_launch(PDL)
     pid_h, pid_c, pid_b = tl.program_id(0), tl.program_id(1), tl.program_id(2)
     if TIMES is not None:
@@ -290,7 +370,10 @@ def _fwd_reduce_rr(K, V, PART, N, CHUNK, n_chunks, H, sk_b, sk_n, sk_h, sv_b, sv
     vn = tl.load(vp + start * svp + voff, mask=start + tok < end, other=0)
     zero = tl.zeros((256,), dtype=tl.float32)
     acc = _pair(zero, zero)  # built like the operands, so it has their layout (no conversion a step)
-    zacc = _pair(zero, zero)
+    if FEAT_A:
+        zacc = zero  # (256,): 8 registers a lane, z of dims 2g, 2g + 1 in both halves (see _mma_feat_z)
+    else:
+        zacc = _pair(zero, zero)
     # Measured alternative (session 21): the loop unrolled by two (loop_unroll_factor=2: no end-of-tile copies of the
     # next tile's registers), 56.2-56.4 against 55.1-55.3 µs at 518K (benchmarks/results/h200/session21/call3).
     for n0 in tl.range(start, end, step):
@@ -306,16 +389,30 @@ def _fwd_reduce_rr(K, V, PART, N, CHUNK, n_chunks, H, sk_b, sk_n, sk_h, sv_b, sv
         v0, v1, pc0, pc1, ps0, ps1 = _features(kk, vv, alpha, lam, K.dtype.element_ty, LAM_INT, APPROX, CLAMP)
         bc = _pair(pc0, pc1)
         bs = _pair(ps0, ps1)
-        acc = _mma_s(_pair(v0, v1), bc, bs, acc)
-        zacc = _mma_z(bc, bs, zacc)
+        if FEAT_A:
+            acc = _mma_feat_s(bc, bs, _pair(v0, v1), acc)
+            zacc = _mma_feat_z(pc0, pc1, ps0, ps1, zacc)
+        else:
+            acc = _mma_s(_pair(v0, v1), bc, bs, acc)
+            zacc = _mma_z(bc, bs, zacc)
+    st = PART + ((pid_b * H + pid_h) * n_chunks + pid_c).to(tl.int64) * (2 * 16 * 16 + 2 * 16)
     f = tl.arange(0, 512)  # register (i, j) = (f // 64, f % 2) of lane (g, t) = ((f // 8) % 8, (f // 2) % 4)
     fi = f // 64
-    half = fi // 4
-    dim = 4 * ((f // 2) % 4) + 2 * (f % 2) + (fi // 2) % 2
-    col = 2 * ((f // 8) % 8) + fi % 2
-    st = PART + ((pid_b * H + pid_h) * n_chunks + pid_c).to(tl.int64) * (2 * 16 * 16 + 2 * 16)
-    tl.store(st + half * 256 + dim * 16 + col, acc)  # [S_cos (16×16) | S_sin | z_cos (16) | z_sin (16)]
-    tl.store(st + 512 + half * 16 + dim, zacc, mask=col == 0)  # every row of the ones product is z
+    if FEAT_A:  # register 2i + j = 8·half + 4·nt + c: dim 2g + c // 2, column 4t + 2·(c % 2) + nt
+        half = fi // 4
+        dim = 2 * ((f // 8) % 8) + fi % 2
+        col = 4 * ((f // 2) % 4) + 2 * (f % 2) + (fi // 2) % 2
+        tl.store(st + half * 256 + dim * 16 + col, acc)  # [S_cos (16×16) | S_sin | z_cos (16) | z_sin (16)]
+        ez = tl.arange(0, 256)  # register i = 4·half + c of lane (g, t): dim 2g + c // 2, column 2t + c % 2
+        iz = ez // 32
+        zdim = 2 * ((ez % 32) // 4) + (iz // 2) % 2
+        tl.store(st + 512 + (iz // 4) * 16 + zdim, zacc, mask=(ez % 4 == 0) & (iz % 2 == 0))  # column 0 of each
+    else:
+        half = fi // 4
+        dim = 4 * ((f // 2) % 4) + 2 * (f % 2) + (fi // 2) % 2
+        col = 2 * ((f // 8) % 8) + fi % 2
+        tl.store(st + half * 256 + dim * 16 + col, acc)  # [S_cos (16×16) | S_sin | z_cos (16) | z_sin (16)]
+        tl.store(st + 512 + half * 16 + dim, zacc, mask=col == 0)  # every row of the ones product is z
     if TIMES is not None:
         _stamp(TIMES, pid_h, pid_c, pid_b, H, n_chunks, 1)
 
@@ -343,12 +440,12 @@ def asm_loads_meta(sk_n: int, sv_n: int) -> dict:
 def launch(k: Tensor, v: Tensor, part: Tensor, n: int, chunk: int, n_chunks: int, alpha: float, lam: float,
            lam_int: int, approx: bool, clamp: bool, maxnreg: int | None = MAXNREG, pdl: bool = False,
            static: bool | None = None, asm_loads: bool | None = None, times: Tensor | None = None,
-           strided: bool = False) -> None:
+           strided: bool = False, feat_a: bool | None = None) -> None:
     """The (H, chunks, B) grid over k, v (B, N, H, 16) into part (B·H·chunks·544 float32); ``maxnreg`` None for
     no register cap (benchmarks/rr_reduce_gpu.py sweeps it); ``pdl``: PDL; ``static``: the token
     strides as constexprs (None: STATIC_STRIDES); ``asm_loads``: whole tiles by :func:`_load8` (None: ASM_LOADS);
     ``times``: each program's start, end and SM into this int64 (B·H·chunks, 4) tensor (see _stamp; GPU only);
-    ``strided``: tile-strided chunks (STRIDED)."""
+    ``strided``: tile-strided chunks (STRIDED); ``feat_a``: φk as the products' A operand (None: FEAT_A)."""
     b, _, h, _ = k.shape
     static = STATIC_STRIDES if static is None else static
     extra = {} if _INTERPRET or not maxnreg else {"maxnreg": maxnreg}
@@ -358,4 +455,5 @@ def launch(k: Tensor, v: Tensor, part: Tensor, n: int, chunk: int, n_chunks: int
                                      v.stride(0), v.stride(1), v.stride(2), float(alpha), float(lam),
                                      LAM_INT=lam_int, APPROX=approx, CLAMP=clamp, PDL=pdl,
                                      SK_N=k.stride(1) if static else 0, SV_N=v.stride(1) if static else 0, num_warps=1,
-                                     num_stages=1, STRIDED=strided, TIMES=times, **extra)
+                                     num_stages=1, STRIDED=strided, FEAT_A=FEAT_A if feat_a is None else feat_a,
+                                     TIMES=times, **extra)
