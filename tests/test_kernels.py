@@ -142,7 +142,7 @@ def _cases() -> dict[str, dict]:
         # (with the register map off, which would take them when forced).
         "fp16-pair": dict(dtype="float16", N=301, H=4, config=None, env={"NALASR_MAP_PAIR": "1", "NALASR_MAP_RR": "0"}),
         "fp16-pair-small": dict(dtype="float16", N=37, H=2, env={"NALASR_MAP_PAIR": "1", "NALASR_MAP_RR": "0"}),
-        # The register map (nala_map_rr: by default for float16 q of 16 dims and an even head count from 400K tokens
+        # The register map (nala_map_rr: by default for float16 q of 16 dims and an even head count from 49K tokens
         # of 4 heads) forced on dense q of 4 heads: 2 head pairs, a ragged last tile.
         "fp16-map-rr": dict(dtype="float16", N=301, H=4, config=None, env={"NALASR_MAP_RR": "1"}),
     }

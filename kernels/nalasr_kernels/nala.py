@@ -173,9 +173,11 @@ _FWD_MAP_PAIR_MIN_CHUNK = _MAX_BLOCK_N
 _FWD_MAP_RR_MIN_CHUNK = 128
 _FWD_REDUCE_MIN_CHUNK = 128
 _PAIR_MIN_ROWS = 800_000  # (token, head pair) rows from which _map_pair takes it: 400K tokens of 4 heads (see there)
-# (token, head pair) rows from which _map_rr takes the register map by itself: measured at 518K and 1M tokens of 4
-# heads only (session 31), so it starts where the pair map does.
-_MAP_RR_MIN_ROWS = _PAIR_MIN_ROWS
+# (token, head pair) rows from which _map_rr takes the register map by itself: 49K tokens of 4 heads (Urban100 ×4's LR),
+# the smallest size it was timed at. On the H200 on the model's views (session 31 call 4, one process each): the
+# forward graph at 49K 0.018 ms either way (1,436 against 1,364 GB/s), at 262K 0.059 against 0.061 (the map 25.3
+# against the one-head map's 29.6 µs). Below that the one-head map's 2-warp programs stay (not timed there).
+_MAP_RR_MIN_ROWS = 98_304
 _TUNE_KEY = ["N_BUCKET", "D", "DV", "ROPE"]
 
 
@@ -592,8 +594,8 @@ def _map_rr(q: Tensor, o: Tensor, half: bool) -> bool:
     head pair) rows; NALASR_MAP_RR=1 takes it for any size, =0 keeps the pair map / the one-head map. On the H200 (each setting its own process, benchmarks/results/h200/session31/call3):
     at 518K dense the map 45.7-45.8 against the pair map's 48.4-48.6 µs, the forward 0.100 against 0.102 ms; on the
     model's views (where the pair map does not apply) 47.8 against the one-head map's 52.0 (call 2), the forward
-    0.103 against 0.104; at 1M 0.183 either way. At 49K and 262K call 2 ran the version with two 4-byte stores a
-    token (75 µs at 518K), not this one."""
+    0.103 against 0.104; at 1M 0.183 either way. Call 2 ran the version with two 4-byte stores a
+    token (75 µs at 518K); this one at 49K and 262K: see _MAP_RR_MIN_ROWS."""
     forced = _forced("NALASR_MAP_RR", ("0", "1"))
     if forced == "0" or not (half and nala_map_rr.usable(q, o)):
         return False
