@@ -145,6 +145,9 @@ def _cases() -> dict[str, dict]:
         # The register map (nala_map_rr: by default for float16 q of 16 dims and an even head count from 49K tokens
         # of 4 heads) forced on dense q of 4 heads: 2 head pairs, a ragged last tile.
         "fp16-map-rr": dict(dtype="float16", N=301, H=4, config=None, env={"NALASR_MAP_RR": "1"}),
+        # The backward's key pass from registers (nala_bwd_key_rr, off unless NALASR_BWD_KEY_RR=1) on the model's
+        # views: a ragged last tile.
+        "fp16-bwd-key-rr": dict(dtype="float16", N=77, H=2, layout="qkvg", env={"NALASR_BWD_KEY_RR": "1"}),
     }
     for name, s in extra.items():
         out[name] = {**base, **s}
@@ -359,6 +362,16 @@ def run_extras(device: str) -> dict:
     with recording(nala_map_rr, "launch") as calls:
         out["map_rr_float16"] = max(switch_errors("NALASR_MAP_RR", "float16", device)) <= SWITCH_TOL["float16"]
     out["map_rr_taken"] = len(calls) == 1
+    # The backward's key pass from registers (nala_bwd_key_rr, NALASR_BWD_KEY_RR=1) against _bwd_key's float16
+    # products: dv from the same float16 operands (interpreter: 1e-5), dk centred exactly ((v − v̄)·dSᵀ as float16 v
+    # against float16 dS summed in float32, where _bwd_key rounds v − v̄ to float16 first): 3.2e-4 apart in the
+    # interpreter, each within float16 rounding of the float64 reference (and the register pass the closer of the two
+    # on batch3, fp16-large-values and fp16-map-rr). A dim, column or token in the wrong slot is off by O(1).
+    from nalasr_kernels import nala_bwd_key_rr
+
+    with recording(nala_bwd_key_rr, "launch") as calls:
+        out["bwd_key_rr_float16"] = max(switch_errors("NALASR_BWD_KEY_RR", "float16", device)) <= BWD_F16_TOL
+    out["bwd_key_rr_taken"] = len(calls) == 1
     # The forward reduce from registers (nala_rr) where it applies (16-bit inputs, D = Dv = 16, no RoPE; batch3's
     # qkvg views), and only there: once per 16-bit run with the switch on, never for float32.
     from nalasr_kernels import nala_rr
@@ -696,6 +709,27 @@ def test_map_rr_rule(monkeypatch, nala):
     monkeypatch.setenv("NALASR_MAP_RR", "on")
     with pytest.raises(ValueError, match="NALASR_MAP_RR"):
         nala._map_rr(dense, o, True)
+
+
+def test_bwd_key_rr_rule(monkeypatch, nala):
+    """NALASR_BWD_KEY_RR=1: the backward's key pass from registers where _bwd_key takes float16 products (F16), without
+    RoPE or the clamp, for float16 k, v of 16 dims with strides that are multiples of 4 and 8-byte aligned data; off
+    by default (not yet measured on the GPU) and at 0, anything else is refused."""
+    monkeypatch.delenv("NALASR_BWD_KEY_RR", raising=False)
+    k = torch.zeros(1, 3, 4 * 64, dtype=torch.float16)[..., 64:128].view(1, 3, 4, 16)
+    d = torch.zeros(1, 3, 4, 16, dtype=torch.float16)
+    assert not nala._bwd_key_rr(k, k, d, d, True, False, False)
+    monkeypatch.setenv("NALASR_BWD_KEY_RR", "1")
+    assert nala._bwd_key_rr(k, k, d, d, True, False, False)
+    assert not nala._bwd_key_rr(k, k, d, d, False, False, False)  # tf32 products
+    assert not nala._bwd_key_rr(k, k, d, d, True, True, False)  # the clamp
+    assert not nala._bwd_key_rr(k, k, d, d, True, False, True)  # RoPE
+    assert not nala._bwd_key_rr(k.float(), k.float(), d.float(), d.float(), True, False, False)
+    odd = torch.zeros(1, 3, 4 * 16 + 2, dtype=torch.float16)[..., :64].view(1, 3, 4, 16)  # token stride 66
+    assert not nala._bwd_key_rr(odd, odd, d, d, True, False, False)
+    monkeypatch.setenv("NALASR_BWD_KEY_RR", "on")
+    with pytest.raises(ValueError, match="NALASR_BWD_KEY_RR"):
+        nala._bwd_key_rr(k, k, d, d, True, False, False)
 
 
 def test_bwd_query_rules(monkeypatch, nala):

@@ -83,7 +83,7 @@ import triton
 import triton.testing
 from torch import Tensor
 
-from . import nala_map_rr, nala_rr
+from . import nala_bwd_key_rr, nala_map_rr, nala_rr
 from .nala_bwd import _bwd_key, _bwd_query
 from .nala_fwd import _combine, _fwd_map, _fwd_map_pair, _fwd_reduce
 from .nala_math import _HAS_GDC, _INTERPRET
@@ -259,7 +259,7 @@ _bwd_key_tuned = _tuned(_bwd_key, _BWD_CONFIGS, 8)
 _PROGRAMS_PER_SM = {name: int(os.environ.get(f"NALASR_PROGRAMS_PER_SM_{name.upper()}", default))
                     for name, default in (("fwd_reduce", 16), ("fwd_map", 36),
                                           ("fwd_map_half2", 28), ("fwd_map_pair", 16), ("fwd_map_rr", 16),
-                                          ("bwd_query", 8),
+                                          ("bwd_query", 8), ("bwd_key_rr", 16),
                                           ("bwd_key", 8))}
 
 
@@ -460,7 +460,7 @@ def _reduce_rr(k: Tensor, v: Tensor, rope: bool, prec: str, offs64: bool, chunk:
 # (49K-262K) is a tie: 29.4 / 29.5 against 29.6 / 29.6 µs at 262K, its forward graph within 1% either way
 # (benchmarks/results/h200/session30/call1); it stays contiguous.
 _STRIDED = {"fwd_reduce": True, "fwd_map": False, "fwd_map_pair": True, "fwd_map_rr": True, "bwd_query": True,
-            "bwd_key": True}
+            "bwd_key": True, "bwd_key_rr": True}
 
 
 def _strided(name: str) -> bool:
@@ -469,7 +469,7 @@ def _strided(name: str) -> bool:
     programs of a wave then read a narrow window of the token axis at any moment (a few MiB, as a copy kernel does)
     where contiguous chunks keep ~1,000 streams open across the whole 66 MiB of each tensor (DRAM pages, TLB). The
     partials sum other tokens in another order (still fixed: bitwise reproducible). NALASR_STRIDED_<PASS> = 0|1
-    overrides _STRIDED (FWD_REDUCE, FWD_MAP, FWD_MAP_PAIR, FWD_MAP_RR, BWD_QUERY, BWD_KEY)."""
+    overrides _STRIDED (FWD_REDUCE, FWD_MAP, FWD_MAP_PAIR, FWD_MAP_RR, BWD_QUERY, BWD_KEY, BWD_KEY_RR)."""
     forced = _forced(f"NALASR_STRIDED_{name.upper()}", ("0", "1"))
     return _STRIDED[name] if forced is None else forced == "1"
 
@@ -600,6 +600,15 @@ def _map_rr(q: Tensor, o: Tensor, half: bool) -> bool:
     if forced == "0" or not (half and nala_map_rr.usable(q, o)):
         return False
     return forced == "1" or q.shape[0] * q.shape[1] * (q.shape[2] // 2) >= _MAP_RR_MIN_ROWS
+
+
+def _bwd_key_rr(k: Tensor, v: Tensor, dk: Tensor, dv: Tensor, f16: bool, clamp: bool, rope: bool) -> bool:
+    """Whether the backward's key pass issues its products from registers (nalasr_kernels.nala_bwd_key_rr): _bwd_key's
+    float16 products (F16: centred, an integer λ), float16 k, v of 16 dims (nala_bwd_key_rr.usable), no RoPE, no clamp.
+    Off unless NALASR_BWD_KEY_RR=1: prepared in session 31 after its device time ran out, not measured on the GPU."""
+    if _forced("NALASR_BWD_KEY_RR", ("0", "1")) != "1":
+        return False
+    return f16 and not clamp and not rope and nala_bwd_key_rr.usable(k, v, dk, dv)
 
 
 def _centred(rope: bool, prec_g: str) -> bool:
@@ -751,6 +760,12 @@ def nala_backward(do: Tensor, q: Tensor, k: Tensor, v: Tensor, state: Tensor, la
                 EYE=_eye("bwd_query", q, do), DZACC=_bwd_dzacc(), MPOW=_bwd_mpow(approx, lam, tau), CLAMP=clamp,
                 PDL=pdl, F16=_bwd_f16(centre, q, do), STRIDED=_strided("bwd_query"))
         _combine_launch(part, dstate, b * h, n_chunks, 1.0 / n, state_n, pdl)
+        key_f16 = _bwd_f16(centre, k, v) and _lam_int(lam) > 0
+        if _bwd_key_rr(k, v, dk, dvv, key_f16, clamp, rope):
+            chunk, n_chunks = _plan(n, b * h, dev, _PROGRAMS_PER_SM["bwd_key_rr"], nala_bwd_key_rr.TILE_TOKENS)
+            nala_bwd_key_rr.launch(k, v, state, dstate, dk, dvv, n, chunk, n_chunks, alpha, lam, _lam_int(lam), approx,
+                                   pdl=pdl, strided=_strided("bwd_key_rr"))
+            return dq, dk, dvv
         chunk, n_chunks = _plan(n, b * h, dev, _PROGRAMS_PER_SM["bwd_key"], _BWD_KEY_QUANTUM)
         _launch(_bwd_key_tuned, _bwd_key, (h, n_chunks, b),
                 k, v, state, dstate, freq, dk, dvv, n, max(rope_w, 1), h, chunk, n_chunks, bucket,
@@ -758,7 +773,7 @@ def nala_backward(do: Tensor, q: Tensor, k: Tensor, v: Tensor, state: Tensor, la
                 D=d, DV=dv, BD=bd, BDV=bdv, LAM_INT=_lam_int(lam), ROPE=rope, PREC=prec, PREC_G=prec_g,
                 CENTRE=centre, APPROX=approx, OFFS64=_offs64(n, k, v, dk, dvv),
                 EYE=_eye("bwd_key", k, v), CLAMP=clamp, PDL=pdl,
-                F16=_bwd_f16(centre, k, v) and _lam_int(lam) > 0, STRIDED=_strided("bwd_key"), **_pdl_kw(pdl))
+                F16=key_f16, STRIDED=_strided("bwd_key"), **_pdl_kw(pdl))
     return dq, dk, dvv
 
 
