@@ -67,7 +67,7 @@ KERNELS = {
     "fwd_reduce_rr": (nala_rr._fwd_reduce_rr, "K V PART", (32, 1, 1, nala_rr.MAXNREG)),
     # the register map (nalasr_kernels.nala_map_rr): 32 tokens on one warp, uncapped
     "fwd_map_rr": (nala_map_rr._fwd_map_rr, "Q STATE O", (32, 1, 1, None)),
-    # the backward's key pass from registers (nalasr_kernels.nala_bwd_key_rr): 32 tokens on one warp, uncapped
+    # the backward's key pass from registers (nalasr_kernels.nala_bwd_key_rr): 16 tokens on one warp, uncapped
     "bwd_key_rr": (nala_bwd_key_rr._bwd_key_rr, "K V STATE DSTATE DK DV_", (32, 1, 1, None)),
 }
 SASS_OPS = r"\b(LDSM[\w.]*|STSM[\w.]*|STS(?:\.\d+)?|LDS(?:\.\d+)?|HG?MMA[\w.]*|BAR\.SYNC|LDG[\w.]*)\b"

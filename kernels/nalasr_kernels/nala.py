@@ -605,7 +605,8 @@ def _map_rr(q: Tensor, o: Tensor, half: bool) -> bool:
 def _bwd_key_rr(k: Tensor, v: Tensor, dk: Tensor, dv: Tensor, f16: bool, clamp: bool, rope: bool) -> bool:
     """Whether the backward's key pass issues its products from registers (nalasr_kernels.nala_bwd_key_rr): _bwd_key's
     float16 products (F16: centred, an integer λ), float16 k, v of 16 dims (nala_bwd_key_rr.usable), no RoPE, no clamp.
-    Off unless NALASR_BWD_KEY_RR=1: prepared in session 31 after its device time ran out, not measured on the GPU."""
+    Off unless NALASR_BWD_KEY_RR=1: prepared in session 31 after its device time ran out, not measured on the GPU
+    (offline sm_90: 124 registers, 377 loop instructions a 16-token tile of one warp against _bwd_key's 400)."""
     if _forced("NALASR_BWD_KEY_RR", ("0", "1")) != "1":
         return False
     return f16 and not clamp and not rope and nala_bwd_key_rr.usable(k, v, dk, dv)

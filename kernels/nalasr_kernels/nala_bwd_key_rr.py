@@ -5,8 +5,8 @@ on v̄) for the model's case: float16 k and v with unit-stride head dims, D = Dv
 dk, dv contiguous. ``nala_backward`` takes it where ``nala._bwd_key_rr`` says so.
 
 The layout is the register map's (:mod:`nalasr_kernels.nala_map_rr`): lane (g, t) of a one-warp program holds head
-dims 4t .. 4t + 3 of the tokens 8s + g of a 32-token tile (slot s = e // 32 of a (128,) tensor), as loaded (one 8-byte
-word a token of k and of v). Three m16n8k16 float16 products a tile and m-tile, and every operand and result of them
+dims 4t .. 4t + 3 of the tokens g, g + 8 of a 16-token tile (slot s = e // 32 of a (64,) tensor), as loaded (one 8-byte
+word a token of k and of v). Three m16n8k16 float16 products a tile, and every operand and result of them
 sits in that lane:
 - dv = φ̃kᵀ-rows against dS: A = |dir|^λ·(cos, sin) as float16 pairs (k slots 2t, 2t + 1 = dims 4t, 4t + 1), B = dS
   (scaled into float16) with its columns permuted so that a lane's results are value columns 4t .. 4t + 3;
@@ -19,7 +19,9 @@ Then the feature-map chain rule is elementwise in the lane but for the norm and 
 each), and dk, dv go out as one 8-byte word a token each.
 
 Not measured on the GPU yet (session 31 ran out of device time): ``nala._bwd_key_rr`` is off unless
-NALASR_BWD_KEY_RR=1.
+NALASR_BWD_KEY_RR=1. Offline sm_90 (compile_sm90.py --kernel bwd_key_rr --const STRIDED=1): 124 registers (16 one-warp
+programs an SM), 377 loop instructions a 16-token tile, no shared memory, no barrier, where _bwd_key's 64-token tiles
+on 4 warps take 400 a warp (16 tokens), 5.6 KB of shared memory and 4 barriers.
 """
 
 from __future__ import annotations
@@ -31,106 +33,128 @@ from torch import Tensor
 
 from . import half2
 from .nala_fwd import _centre, _load_state
-from .nala_map_rr import _opaque, _state_matrix, _tokens_by_dim, _words
+from .nala_map_rr import _opaque
 from .nala_math import (
     _COMPILED, _dtanh, _f16_state, _key_mag, _key_mag_grad, _pdl_launch, _pdl_wait, _pow2_scale, _sincos_angle, _slab,
     _span, _tanh)
 from .nala_rr import _lane_xor, _unpack
 
-TILE_TOKENS = 32  # tokens a loop iteration: two m-tiles of 16
+TILE_TOKENS = 16  # tokens a loop iteration: one m-tile, slot 0 its row g, slot 1 row g + 8
+# One m-tile a loop iteration, not the register map's two: with two (4 slots a tensor) the loop held 243 registers
+# offline (8 one-warp programs an SM), capped at 168 / 128 it spilled 224 / 392 B (compile_sm90.py --kernel bwd_key_rr).
 
 
 def _mma_asm() -> str:
-    """One head's 16 mma.sync m16n8k16 (f16 in, f32 out) over a 32-token tile. Operands, 4 registers (slots) each:
-    D dv value columns 4t + 2nt + w at $4(2nt + w) ($0-$15), ∂L/∂φ̃k cos dims 4t + 2nt + w $16-$31, sin $32-$47;
-    A φ̃k cos words (dims 4t, 4t + 1 / 4t + 2, 4t + 3) $48 / $52, sin $56 / $60, v words $64 / $68; B dS cos $72, sin
-    $76 (slot 2nt + p: n-tile nt, rows 4t + 2p, + 1), dSᵀ cos $80, sin $84 (slot 2nt + p: value rows 4t + 2p, + 1);
-    the ∂L/∂φ̃k accumulators' start, cos $88, sin $92 (slot j: dim 4t + j, float32)."""
+    """One head's 8 mma.sync m16n8k16 (f16 in, f32 out) over a 16-token tile. Operands, 2 registers (slots) each: D dv
+    value columns 4t + 2nt + w at $2(2nt + w) ($0-$7), ∂L/∂φ̃k cos dims 4t + 2nt + w $8-$15, sin $16-$23; A φ̃k cos
+    words (dims 4t, 4t + 1 / 4t + 2, 4t + 3) $24 / $26, sin $28 / $30, v words $32 / $34; B (slot p: rows 4t + 2p, + 1
+    of the product's k) dS cos n-tile 0 / 1 $36 / $38, sin $40 / $42, dSᵀ cos $44 / $46, sin $48 / $50; the ∂L/∂φ̃k
+    accumulators' start (slot w: dim 4t + 2nt + w, float32) cos n-tile 0 / 1 $52 / $54, sin $56 / $58."""
     def o(k: int, slot: int) -> str:
-        return f"${4 * k + slot}"
+        return f"${2 * k + slot}"
 
     def i(k: int, slot: int) -> str:
-        return f"${48 + 4 * k + slot}"
+        return f"${24 + 2 * k + slot}"
 
     mma = "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"
     lines = ["{", ".reg .b32 zr;", "mov.b32 zr, 0;"]
-    for mt in range(2):
-        s0, s1 = 2 * mt, 2 * mt + 1
-        a_c = ",".join([i(0, s0), i(0, s1), i(1, s0), i(1, s1)])
-        a_s = ",".join([i(2, s0), i(2, s1), i(3, s0), i(3, s1)])
-        a_v = ",".join([i(4, s0), i(4, s1), i(5, s0), i(5, s1)])
-        for nt in range(2):
-            d = ",".join([o(2 * nt, s0), o(2 * nt + 1, s0), o(2 * nt, s1), o(2 * nt + 1, s1)])
-            lines.append(f"{mma} {{{d}}}, {{{a_c}}}, {{{i(6, 2 * nt)},{i(6, 2 * nt + 1)}}}, {{zr,zr,zr,zr}};")
-            lines.append(f"{mma} {{{d}}}, {{{a_s}}}, {{{i(7, 2 * nt)},{i(7, 2 * nt + 1)}}}, {{{d}}};")
-            for half in range(2):  # ∂L/∂φ̃k's cos (half 0), sin (half 1)
-                base = 4 + 4 * half
-                d = ",".join([o(base + 2 * nt, s0), o(base + 2 * nt + 1, s0), o(base + 2 * nt, s1),
-                              o(base + 2 * nt + 1, s1)])
-                c = ",".join([i(10 + half, 2 * nt), i(10 + half, 2 * nt + 1)] * 2)
-                lines.append(f"{mma} {{{d}}}, {{{a_v}}}, {{{i(8 + half, 2 * nt)},{i(8 + half, 2 * nt + 1)}}}, {{{c}}};")
+    a_c = ",".join([i(0, 0), i(0, 1), i(1, 0), i(1, 1)])
+    a_s = ",".join([i(2, 0), i(2, 1), i(3, 0), i(3, 1)])
+    a_v = ",".join([i(4, 0), i(4, 1), i(5, 0), i(5, 1)])
+    for nt in range(2):
+        d = ",".join([o(2 * nt, 0), o(2 * nt + 1, 0), o(2 * nt, 1), o(2 * nt + 1, 1)])
+        lines.append(f"{mma} {{{d}}}, {{{a_c}}}, {{{i(6 + nt, 0)},{i(6 + nt, 1)}}}, {{zr,zr,zr,zr}};")
+        lines.append(f"{mma} {{{d}}}, {{{a_s}}}, {{{i(8 + nt, 0)},{i(8 + nt, 1)}}}, {{{d}}};")
+        for half in range(2):  # ∂L/∂φ̃k's cos (half 0), sin (half 1)
+            base = 4 + 4 * half
+            d = ",".join([o(base + 2 * nt, 0), o(base + 2 * nt + 1, 0), o(base + 2 * nt, 1), o(base + 2 * nt + 1, 1)])
+            b = f"{i(10 + 2 * half + nt, 0)},{i(10 + 2 * half + nt, 1)}"
+            c = ",".join([i(14 + 2 * half + nt, 0), i(14 + 2 * half + nt, 1)] * 2)
+            lines.append(f"{mma} {{{d}}}, {{{a_v}}}, {{{b}}}, {{{c}}};")
     return "\n".join(lines + ["}"])
 
 
 _MMA = tl.constexpr(_mma_asm())
-_MMA_CONSTRAINTS = tl.constexpr(",".join(["=r"] * 48 + ["r"] * 48))
+_MMA_CONSTRAINTS = tl.constexpr(",".join(["=r"] * 24 + ["r"] * 36))
 
 
 @triton.jit
-def _lanes(x):
-    """Interpreter: (32 tokens 8s + g, 16 columns 4t + 2nt + w) → the (128, 2 nt, 2 w) lane order (e = 32s + 4g + t)."""
-    return tl.reshape(x, (128, 2, 2))
+def _w2(x):
+    """Interpreter: (64,) words → (2 slots, 32 lanes, 2) float32, the low and the high float16 of each."""
+    lo, hi = _unpack(tl.reshape(x, (2, 32)), tl.float16)
+    return tl.join(lo, hi)
+
+
+@triton.jit
+def _tile(lo, hi):
+    """Interpreter: words of dims (or value columns) 4t, 4t + 1 / 4t + 2, 4t + 3 → (16 tokens 8s + g, 16 of them)."""
+    return tl.reshape(tl.permute(tl.join(_w2(lo), _w2(hi)), (0, 1, 3, 2)), (16, 16))  # (s, lane, p, w)
+
+
+@triton.jit
+def _matrix(b0, b1, TRANSPOSED: tl.constexpr):
+    """Interpreter: dS's B words of n-tiles 0 and 1 (see _state_key) → dS (16 dims, 16 value columns) as float32."""
+    x = tl.reshape(tl.join(_w2(b0), _w2(b1)), (2, 4, 2, 4, 2, 2))  # (p, g // 2, g % 2, t, w, nt)
+    if TRANSPOSED:  # words of dS[4·(g // 2) + 2nt + g % 2][4t + 2p + w]
+        x = tl.permute(x, (1, 5, 2, 3, 0, 4))
+    else:  # words of dS[4t + 2p + w][4·(g // 2) + 2nt + g % 2]
+        x = tl.permute(x, (3, 0, 4, 1, 5, 2))
+    return tl.reshape(x, (16, 16))
+
+
+@triton.jit
+def _start(c0, c1):
+    """Interpreter: the accumulators' start of n-tiles 0, 1 (slot w: dim 4t + 2nt + w) → (16,) over the dims."""
+    x = tl.reshape(tl.join(_w2f(c0), _w2f(c1)), (2, 8, 4, 2))  # (w, g, t, nt)
+    x = tl.sum(tl.where((tl.arange(0, 8) == 0)[None, :, None, None], x, 0.0), axis=1)  # lanes g = 0 (every g alike)
+    return tl.reshape(tl.permute(x, (1, 2, 0)), (16,))
+
+
+@triton.jit
+def _w2f(x):
+    """Interpreter: (64,) float32 → (2 slots, 32 lanes)."""
+    return tl.reshape(x, (2, 32))
 
 
 @triton.jit
 def _four(x):
-    """Interpreter: (128, 2 nt, 2 w) → its four (128,) tensors, column 4t + 2nt + w at index 2nt + w."""
-    w0, w1 = tl.split(x)
+    """Interpreter: (16 tokens, 16 columns 4t + 2nt + w) → the four (64,) tensors of the lanes, index 2nt + w."""
+    w0, w1 = tl.split(tl.reshape(x, (64, 2, 2)))
     a, c = tl.split(w0)
     b, d = tl.split(w1)
     return a, b, c, d
 
 
 @triton.jit
-def _transposed(b):
-    """Interpreter: dSᵀ's B words (see _state_key) → dS itself (16 dims, 16 value columns) as float32."""
-    x = tl.reshape(_words(b), (2, 2, 4, 2, 4, 2))  # (nt, p, g // 2, g % 2, t, w): value 4t + 2p + w
-    return tl.reshape(tl.permute(x, (2, 0, 3, 4, 1, 5)), (16, 16))  # dim 4·(g // 2) + 2nt + g % 2
-
-
-@triton.jit
-def _mma(fc01, fc23, fs01, fs23, v01, v23, bc, bs, tc, ts, cc, cs):
+def _mma(fc01, fc23, fs01, fs23, v01, v23, bc0, bc1, bs0, bs1, tc0, tc1, ts0, ts1, cc0, cc1, cs0, cs1):
     """One head's tile: the products of the module docstring. Returns dv's four value columns, then ∂L/∂φ̃k's cos and
-    sin at the lane's four dims (each (128,) float32, slot s: token 8s + g)."""
+    sin at the lane's four dims (each (64,) float32, slot s: token 8s + g)."""
     if _COMPILED:
         out = tl.inline_asm_elementwise(
-            _MMA, _MMA_CONSTRAINTS, [fc01, fc23, fs01, fs23, v01, v23, bc, bs, tc, ts, cc, cs],
-            dtype=(tl.float32,) * 12, is_pure=True, pack=4)
+            _MMA, _MMA_CONSTRAINTS,
+            [fc01, fc23, fs01, fs23, v01, v23, bc0, bc1, bs0, bs1, tc0, tc1, ts0, ts1, cc0, cc1, cs0, cs1],
+            dtype=(tl.float32,) * 12, is_pure=True, pack=2)
     else:
-        fc = _tokens_by_dim(fc01, fc23)
-        fs = _tokens_by_dim(fs01, fs23)
-        dv = tl.dot(fc, _state_matrix(bc), input_precision="ieee")
-        dv = tl.dot(fs, _state_matrix(bs), dv, input_precision="ieee")
-        vv = _tokens_by_dim(v01, v23)
-        # the accumulators' start as (16,) over dims 4t + j: slot j of the lanes g = 0 (every g holds the same)
-        first = (tl.arange(0, 8) == 0)[None, :, None]
-        c0 = tl.reshape(tl.permute(tl.sum(tl.where(first, tl.reshape(cc, (4, 8, 4)), 0.0), axis=1), (1, 0)), (16,))
-        s0 = tl.reshape(tl.permute(tl.sum(tl.where(first, tl.reshape(cs, (4, 8, 4)), 0.0), axis=1), (1, 0)), (16,))
-        gc = tl.dot(vv, tl.trans(_transposed(tc)), input_precision="ieee") + c0[None, :]
-        gs = tl.dot(vv, tl.trans(_transposed(ts)), input_precision="ieee") + s0[None, :]
-        d0, d1, d2, d3 = _four(_lanes(dv))
-        c0_, c1_, c2_, c3_ = _four(_lanes(gc))
-        s0_, s1_, s2_, s3_ = _four(_lanes(gs))
-        out = (d0, d1, d2, d3, c0_, c1_, c2_, c3_, s0_, s1_, s2_, s3_)
+        fc = _tile(fc01, fc23)
+        fs = _tile(fs01, fs23)
+        dv = tl.dot(fc, _matrix(bc0, bc1, False), input_precision="ieee")
+        dv = tl.dot(fs, _matrix(bs0, bs1, False), dv, input_precision="ieee")
+        vv = _tile(v01, v23)
+        gc = tl.dot(vv, tl.trans(_matrix(tc0, tc1, True)), input_precision="ieee") + _start(cc0, cc1)[None, :]
+        gs = tl.dot(vv, tl.trans(_matrix(ts0, ts1, True)), input_precision="ieee") + _start(cs0, cs1)[None, :]
+        d0, d1, d2, d3 = _four(dv)
+        c0, c1, c2, c3 = _four(gc)
+        s0, s1, s2, s3 = _four(gs)
+        out = (d0, d1, d2, d3, c0, c1, c2, c3, s0, s1, s2, s3)
     return out
 
 
 @triton.jit
-def _state_key(STATE, DSTATE, bh, s, g, t, lane_dim):
-    """One (b, h)'s operands: dS's B words for dv (map layout, see nala_map_rr._state_rr) and for ∂L/∂φ̃k (dSᵀ: slot
-    2nt + p of lane (g, t) is dS[4·(g // 2) + 2nt + g % 2][4t + 2p, + 1]), both scaled into float16 by one power of
-    two; the accumulators' start dz − v̄·dSᵀ in units of that scale (slot j: dim lane_dim = 4t + j, cos and sin); the
-    scale (dS = ds_up · the float16 words)."""
+def _state_key(STATE, DSTATE, bh, s, g, t):
+    """One (b, h)'s operands: dS's B words for dv (slot p of lane (g, t), n-tile nt: dS[4t + 2p, + 1][4·(g // 2) + 2nt
+    + g % 2], so that a lane's results are value columns 4t .. 4t + 3) and for ∂L/∂φ̃k (dSᵀ: dS[4·(g // 2) + 2nt +
+    g % 2][4t + 2p, + 1], results at the lane's own dims), scaled into float16 by one power of two; the accumulators'
+    start dz − v̄·dSᵀ in units of that scale (slot w of n-tile nt: dim 4t + 2nt + w); the scale."""
     ds_c, ds_s, dz_c, dz_s = _load_state(DSTATE, bh, 16, 16)  # dS already scaled by 1/N
     s_c, s_s, z_c, z_s = _load_state(STATE, bh, 16, 16)
     vbar = _centre(s_c, s_s, z_c, z_s)
@@ -138,18 +162,25 @@ def _state_key(STATE, DSTATE, bh, s, g, t, lane_dim):
     inv = 1.0 / ds_up
     start_c = dz_c * inv - tl.sum(ds_c16.to(tl.float32) * vbar[None, :], axis=1)  # (16,) over dims
     start_s = dz_s * inv - tl.sum(ds_s16.to(tl.float32) * vbar[None, :], axis=1)
-    cc = tl.gather(start_c, lane_dim, 0)
-    cs = tl.gather(start_s, lane_dim, 0)
     smax = tl.maximum(tl.max(tl.max(tl.abs(ds_c), axis=1), axis=0), tl.max(tl.max(tl.abs(ds_s), axis=1), axis=0))
     down, _ = _pow2_scale(smax)  # the factor _f16_state applied
     st = DSTATE + bh.to(tl.int64) * (2 * 16 * 16 + 2 * 16)
-    row = (4 * t + 2 * (s % 2)) * 16 + 4 * (g // 2) + 2 * (s // 2) + g % 2
-    bc = half2._pack(tl.load(st + row) * down, tl.load(st + row + 16) * down)
-    bs = half2._pack(tl.load(st + 256 + row) * down, tl.load(st + 272 + row) * down)
-    trow = (4 * (g // 2) + 2 * (s // 2) + g % 2) * 16 + 4 * t + 2 * (s % 2)
-    tc = half2._pack(tl.load(st + trow) * down, tl.load(st + trow + 1) * down)
-    ts = half2._pack(tl.load(st + 256 + trow) * down, tl.load(st + 257 + trow) * down)
-    return bc, bs, tc, ts, cc, cs, ds_up
+    col = 4 * (g // 2) + g % 2
+    row0 = (4 * t + 2 * s) * 16 + col  # n-tile 0; n-tile 1 is 2 columns on, the pair's second row 16 floats on
+    trow0 = col * 16 + 4 * t + 2 * s  # n-tile 1: 2 rows (32 floats) on, the pair's second value adjacent
+    bc0 = half2._pack(tl.load(st + row0) * down, tl.load(st + row0 + 16) * down)
+    bc1 = half2._pack(tl.load(st + row0 + 2) * down, tl.load(st + row0 + 18) * down)
+    bs0 = half2._pack(tl.load(st + 256 + row0) * down, tl.load(st + 272 + row0) * down)
+    bs1 = half2._pack(tl.load(st + 258 + row0) * down, tl.load(st + 274 + row0) * down)
+    tc0 = half2._pack(tl.load(st + trow0) * down, tl.load(st + trow0 + 1) * down)
+    tc1 = half2._pack(tl.load(st + trow0 + 32) * down, tl.load(st + trow0 + 33) * down)
+    ts0 = half2._pack(tl.load(st + 256 + trow0) * down, tl.load(st + 257 + trow0) * down)
+    ts1 = half2._pack(tl.load(st + 288 + trow0) * down, tl.load(st + 289 + trow0) * down)
+    cc0 = tl.gather(start_c, 4 * t + s, 0)
+    cc1 = tl.gather(start_c, 4 * t + 2 + s, 0)
+    cs0 = tl.gather(start_s, 4 * t + s, 0)
+    cs1 = tl.gather(start_s, 4 * t + 2 + s, 0)
+    return bc0, bc1, bs0, bs1, tc0, tc1, ts0, ts1, cc0, cc1, cs0, cs1, ds_up
 
 
 @triton.jit(do_not_specialize=["N", "n_chunks"])
@@ -160,7 +191,7 @@ def _bwd_key_rr(K, V, STATE, DSTATE, DK, DV_, N, H, CHUNK, n_chunks, sk_b, sk_n,
     unit-stride, the other strides multiples of 4, the data 8-byte aligned; dk, dv: (B, N, H, 16) contiguous."""
     _pdl_launch(PDL)
     pid_h, pid_c, pid_b = tl.program_id(0), tl.program_id(1), tl.program_id(2)
-    e = tl.arange(0, 128)
+    e = tl.arange(0, 64)
     s = e // 32
     g = (e % 32) // 4
     t = _opaque(e % 4)  # see nala_map_rr._opaque
@@ -172,11 +203,12 @@ def _bwd_key_rr(K, V, STATE, DSTATE, DK, DV_, N, H, CHUNK, n_chunks, sk_b, sk_n,
     koff = tok * (sk_n // 4) + t
     voff = tok * (sv_n // 4) + t
     ooff = tok * (so_n // 4) + t
-    start, end, step = _span(pid_c, CHUNK, N, n_chunks, 32, STRIDED)
+    start, end, step = _span(pid_c, CHUNK, N, n_chunks, 16, STRIDED)
     k_next = tl.load(kp + start * (sk_n // 4) + koff, mask=start + tok < end, other=0)
     v_next = tl.load(vp + start * (sv_n // 4) + voff, mask=start + tok < end, other=0)
     _pdl_wait(PDL)  # DSTATE comes from the combine before
-    bc, bs, tc, ts, cc, cs, unit = _state_key(STATE, DSTATE, pid_b * H + pid_h, s, g, t, 4 * t + s)
+    bc0, bc1, bs0, bs1, tc0, tc1, ts0, ts1, cc0, cc1, cs0, cs1, unit = _state_key(STATE, DSTATE, pid_b * H + pid_h,
+                                                                                s, g, t)
     ka = 0.7853981633974483 * alpha * unit
     for n0 in tl.range(start, end, step):
         kw = k_next
@@ -209,8 +241,8 @@ def _bwd_key_rr(K, V, STATE, DSTATE, DK, DV_, N, H, CHUNK, n_chunks, sk_b, sk_n,
         fs23 = half2._pack(n2_ * s2, n3_ * s3)
         (dv0, dv1, dv2, dv3, gc0, gc1, gc2, gc3, gs0, gs1, gs2, gs3) = _mma(
             fc01, fc23, fs01, fs23, vw.to(tl.int32), (vw >> 32).to(tl.int32),
-            bc, bs, tc, ts, cc, cs)
-        f = unit / rl
+            bc0, bc1, bs0, bs1, tc0, tc1, ts0, ts1, cc0, cc1, cs0, cs1)
+        f = unit * half2._rcp(rl)  # rl = r^λ: a normal float (r ≤ 1e6, λ ≤ 4)
         lo = half2._pack(dv0 * f, dv1 * f).to(tl.int64) & 4294967295
         hi = half2._pack(dv2 * f, dv3 * f).to(tl.int64)
         tl.store(dvp + n0 * (so_n // 4) + ooff, lo | (hi << 32), mask=mask)
