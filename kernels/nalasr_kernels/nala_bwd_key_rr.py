@@ -13,8 +13,8 @@ sits in that lane:
 - ∂L/∂φ̃k = (v − v̄)·dSᵀ (cos and sin halves): A = the raw v words (k slots = value dims 4t .. 4t + 3, no conversion),
   B = dSᵀ with its columns permuted likewise (a lane's results: feature dims 4t .. 4t + 3, those of its own k), and
   the accumulator starts at dz − v̄·dSᵀ (per dim, once a program): centring and ∂L/∂φk come with the product. The
-  centring is exact products of float16 v against float16 dS summed in float32, where ``_bwd_key`` rounds v − v̄ to
-  float16 first (both are within float32 rounding of (v − v̄)·dSᵀ unless |v| / |v − v̄| passes ~2^13).
+  centring is exact products of float16 v against float16 dS summed in float32 (relative error ~2^-24·|v| / |v − v̄|),
+  where ``_bwd_key`` rounds v − v̄ to float16 first (2^-11): this is the more accurate unless |v| / |v − v̄| passes ~2^13.
 Then the feature-map chain rule is elementwise in the lane but for the norm and the projection (two xor-shuffles
 each), and dk, dv go out as one 8-byte word a token each.
 
