@@ -766,15 +766,15 @@ def nala_backward(do: Tensor, q: Tensor, k: Tensor, v: Tensor, state: Tensor, la
             chunk, n_chunks = _plan(n, b * h, dev, _PROGRAMS_PER_SM["bwd_key_rr"], nala_bwd_key_rr.TILE_TOKENS)
             nala_bwd_key_rr.launch(k, v, state, dstate, dk, dvv, n, chunk, n_chunks, alpha, lam, _lam_int(lam), approx,
                                    pdl=pdl, strided=_strided("bwd_key_rr"))
-            return dq, dk, dvv
-        chunk, n_chunks = _plan(n, b * h, dev, _PROGRAMS_PER_SM["bwd_key"], _BWD_KEY_QUANTUM)
-        _launch(_bwd_key_tuned, _bwd_key, (h, n_chunks, b),
-                k, v, state, dstate, freq, dk, dvv, n, max(rope_w, 1), h, chunk, n_chunks, bucket,
-                *k.stride(), *v.stride(), *dk.stride(), *dvv.stride(), float(alpha), float(lam),
-                D=d, DV=dv, BD=bd, BDV=bdv, LAM_INT=_lam_int(lam), ROPE=rope, PREC=prec, PREC_G=prec_g,
-                CENTRE=centre, APPROX=approx, OFFS64=_offs64(n, k, v, dk, dvv),
-                EYE=_eye("bwd_key", k, v), CLAMP=clamp, PDL=pdl,
-                F16=key_f16, STRIDED=_strided("bwd_key"), **_pdl_kw(pdl))
+        else:
+            chunk, n_chunks = _plan(n, b * h, dev, _PROGRAMS_PER_SM["bwd_key"], _BWD_KEY_QUANTUM)
+            _launch(_bwd_key_tuned, _bwd_key, (h, n_chunks, b),
+                    k, v, state, dstate, freq, dk, dvv, n, max(rope_w, 1), h, chunk, n_chunks, bucket,
+                    *k.stride(), *v.stride(), *dk.stride(), *dvv.stride(), float(alpha), float(lam),
+                    D=d, DV=dv, BD=bd, BDV=bdv, LAM_INT=_lam_int(lam), ROPE=rope, PREC=prec, PREC_G=prec_g,
+                    CENTRE=centre, APPROX=approx, OFFS64=_offs64(n, k, v, dk, dvv),
+                    EYE=_eye("bwd_key", k, v), CLAMP=clamp, PDL=pdl,
+                    F16=key_f16, STRIDED=_strided("bwd_key"), **_pdl_kw(pdl))
     return dq, dk, dvv
 
 

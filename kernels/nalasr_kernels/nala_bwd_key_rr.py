@@ -33,11 +33,10 @@ from torch import Tensor
 
 from . import half2
 from .nala_fwd import _centre, _load_state
-from .nala_map_rr import _opaque
+from .nala_map_rr import _dims4, _opaque, _token_sum, _tokens_by_dim, _word4, _words
 from .nala_math import (
     _COMPILED, _dtanh, _f16_state, _key_mag, _key_mag_grad, _pdl_launch, _pdl_wait, _pow2_scale, _sincos_angle, _slab,
     _span, _tanh)
-from .nala_rr import _lane_xor, _unpack
 
 TILE_TOKENS = 16  # tokens a loop iteration: one m-tile, slot 0 its row g, slot 1 row g + 8
 # One m-tile a loop iteration, not the register map's two: with two (4 slots a tensor) the loop held 243 registers
@@ -79,22 +78,9 @@ _MMA_CONSTRAINTS = tl.constexpr(",".join(["=r"] * 24 + ["r"] * 36))
 
 
 @triton.jit
-def _w2(x):
-    """Interpreter: (64,) words → (2 slots, 32 lanes, 2) float32, the low and the high float16 of each."""
-    lo, hi = _unpack(tl.reshape(x, (2, 32)), tl.float16)
-    return tl.join(lo, hi)
-
-
-@triton.jit
-def _tile(lo, hi):
-    """Interpreter: words of dims (or value columns) 4t, 4t + 1 / 4t + 2, 4t + 3 → (16 tokens 8s + g, 16 of them)."""
-    return tl.reshape(tl.permute(tl.join(_w2(lo), _w2(hi)), (0, 1, 3, 2)), (16, 16))  # (s, lane, p, w)
-
-
-@triton.jit
 def _matrix(b0, b1, TRANSPOSED: tl.constexpr):
     """Interpreter: dS's B words of n-tiles 0 and 1 (see _state_key) → dS (16 dims, 16 value columns) as float32."""
-    x = tl.reshape(tl.join(_w2(b0), _w2(b1)), (2, 4, 2, 4, 2, 2))  # (p, g // 2, g % 2, t, w, nt)
+    x = tl.reshape(tl.join(_words(b0), _words(b1)), (2, 4, 2, 4, 2, 2))  # (p, g // 2, g % 2, t, w, nt)
     if TRANSPOSED:  # words of dS[4·(g // 2) + 2nt + g % 2][4t + 2p + w]
         x = tl.permute(x, (1, 5, 2, 3, 0, 4))
     else:  # words of dS[4t + 2p + w][4·(g // 2) + 2nt + g % 2]
@@ -105,15 +91,9 @@ def _matrix(b0, b1, TRANSPOSED: tl.constexpr):
 @triton.jit
 def _start(c0, c1):
     """Interpreter: the accumulators' start of n-tiles 0, 1 (slot w: dim 4t + 2nt + w) → (16,) over the dims."""
-    x = tl.reshape(tl.join(_w2f(c0), _w2f(c1)), (2, 8, 4, 2))  # (w, g, t, nt)
+    x = tl.reshape(tl.join(tl.reshape(c0, (2, 32)), tl.reshape(c1, (2, 32))), (2, 8, 4, 2))  # (w, g, t, nt)
     x = tl.sum(tl.where((tl.arange(0, 8) == 0)[None, :, None, None], x, 0.0), axis=1)  # lanes g = 0 (every g alike)
     return tl.reshape(tl.permute(x, (1, 2, 0)), (16,))
-
-
-@triton.jit
-def _w2f(x):
-    """Interpreter: (64,) float32 → (2 slots, 32 lanes)."""
-    return tl.reshape(x, (2, 32))
 
 
 @triton.jit
@@ -135,11 +115,11 @@ def _mma(fc01, fc23, fs01, fs23, v01, v23, bc0, bc1, bs0, bs1, tc0, tc1, ts0, ts
             [fc01, fc23, fs01, fs23, v01, v23, bc0, bc1, bs0, bs1, tc0, tc1, ts0, ts1, cc0, cc1, cs0, cs1],
             dtype=(tl.float32,) * 12, is_pure=True, pack=2)
     else:
-        fc = _tile(fc01, fc23)
-        fs = _tile(fs01, fs23)
+        fc = _tokens_by_dim(fc01, fc23)
+        fs = _tokens_by_dim(fs01, fs23)
         dv = tl.dot(fc, _matrix(bc0, bc1, False), input_precision="ieee")
         dv = tl.dot(fs, _matrix(bs0, bs1, False), dv, input_precision="ieee")
-        vv = _tile(v01, v23)
+        vv = _tokens_by_dim(v01, v23)
         gc = tl.dot(vv, tl.trans(_matrix(tc0, tc1, True)), input_precision="ieee") + _start(cc0, cc1)[None, :]
         gs = tl.dot(vv, tl.trans(_matrix(ts0, ts1, True)), input_precision="ieee") + _start(cs0, cs1)[None, :]
         d0, d1, d2, d3 = _four(dv)
@@ -217,12 +197,9 @@ def _bwd_key_rr(K, V, STATE, DSTATE, DK, DV_, N, H, CHUNK, n_chunks, sk_b, sk_n,
         k_next = tl.load(kp + (n0 + step) * (sk_n // 4) + koff, mask=tok < left, other=0)
         v_next = tl.load(vp + (n0 + step) * (sv_n // 4) + voff, mask=tok < left, other=0)
         mask = n0 + tok < end
-        x0, x1 = _unpack(kw.to(tl.int32), tl.float16)
-        x2, x3 = _unpack((kw >> 32).to(tl.int32), tl.float16)
+        x0, x1, x2, x3 = _dims4(kw)
         q0, q1, q2, q3 = x0 * x0, x1 * x1, x2 * x2, x3 * x3
-        ss = q0 + q1 + q2 + q3
-        ss = ss + _lane_xor(ss, 1)  # the token's other 12 dims, in the lanes that share g
-        ss = ss + _lane_xor(ss, 2)
+        ss = _token_sum(q0 + q1 + q2 + q3)
         r = tl.rsqrt(ss + 1e-12)
         rl = _key_mag(r, r * r, lam, LAM_INT)  # r^λ: m·r^λ = |dir|^λ in [0, 1]
         d0, d1, d2, d3 = x0 * r, x1 * r, x2 * r, x3 * r
@@ -243,24 +220,18 @@ def _bwd_key_rr(K, V, STATE, DSTATE, DK, DV_, N, H, CHUNK, n_chunks, sk_b, sk_n,
             fc01, fc23, fs01, fs23, vw.to(tl.int32), (vw >> 32).to(tl.int32),
             bc0, bc1, bs0, bs1, tc0, tc1, ts0, ts1, cc0, cc1, cs0, cs1)
         f = unit * half2._rcp(rl)  # rl = r^λ: a normal float (r ≤ 1e6, λ ≤ 4)
-        lo = half2._pack(dv0 * f, dv1 * f).to(tl.int64) & 4294967295
-        hi = half2._pack(dv2 * f, dv3 * f).to(tl.int64)
-        tl.store(dvp + n0 * (so_n // 4) + ooff, lo | (hi << 32), mask=mask)
+        tl.store(dvp + n0 * (so_n // 4) + ooff, _word4(dv0 * f, dv1 * f, dv2 * f, dv3 * f), mask=mask)
         # ∂L/∂m, ∂L/∂θ (nala_math._feature_grad_angle without RoPE: gc, gs already hold ∂L/∂φk + ∂L/∂φ̃k), then dir
         e0 = _dtanh(m0 * (gs0 * c0 - gc0 * s0), u0, ka, APPROX)
         e1 = _dtanh(m1 * (gs1 * c1 - gc1 * s1), u1, ka, APPROX)
         e2 = _dtanh(m2 * (gs2 * c2 - gc2 * s2), u2, ka, APPROX)
         e3 = _dtanh(m3 * (gs3 * c3 - gc3 * s3), u3, ka, APPROX)
-        proj = e0 * d0 + e1 * d1 + e2 * d2 + e3 * d3
-        proj = proj + _lane_xor(proj, 1)
-        proj = proj + _lane_xor(proj, 2)
+        proj = _token_sum(e0 * d0 + e1 * d1 + e2 * d2 + e3 * d3)
         k0 = r * (e0 - d0 * proj) + (gc0 * c0 + gs0 * s0) * _key_mag_grad(x0, lam, LAM_INT, unit)
         k1 = r * (e1 - d1 * proj) + (gc1 * c1 + gs1 * s1) * _key_mag_grad(x1, lam, LAM_INT, unit)
         k2 = r * (e2 - d2 * proj) + (gc2 * c2 + gs2 * s2) * _key_mag_grad(x2, lam, LAM_INT, unit)
         k3 = r * (e3 - d3 * proj) + (gc3 * c3 + gs3 * s3) * _key_mag_grad(x3, lam, LAM_INT, unit)
-        lo = half2._pack(k0, k1).to(tl.int64) & 4294967295
-        hi = half2._pack(k2, k3).to(tl.int64)
-        tl.store(dkp + n0 * (so_n // 4) + ooff, lo | (hi << 32), mask=mask)
+        tl.store(dkp + n0 * (so_n // 4) + ooff, _word4(k0, k1, k2, k3), mask=mask)
 
 
 def usable(k: Tensor, v: Tensor, dk: Tensor, dv: Tensor) -> bool:

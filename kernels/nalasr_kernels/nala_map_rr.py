@@ -87,17 +87,40 @@ def _opaque(x):
 
 
 @triton.jit
+def _dims4(w):
+    """A lane's int64 words of 4 float16 (dims 4t .. 4t + 3 of its tokens) → the four dims in float32."""
+    x0, x1 = _unpack(w.to(tl.int32), tl.float16)  # the low word: dims 4t, 4t + 1
+    x2, x3 = _unpack((w >> 32).to(tl.int32), tl.float16)
+    return x0, x1, x2, x3
+
+
+@triton.jit
+def _word4(a, b, c, d):
+    """Four float32 tensors (dims or columns 4t .. 4t + 3) → the int64 words of their float16 values, one store."""
+    lo = half2._pack(a, b).to(tl.int64) & 4294967295
+    return lo | (half2._pack(c, d).to(tl.int64) << 32)
+
+
+@triton.jit
+def _token_sum(x):
+    """x summed over the 4 lanes that share g (the 16 dims of a token): two xor-shuffles."""
+    x = x + _lane_xor(x, 1)
+    return x + _lane_xor(x, 2)
+
+
+@triton.jit
 def _words(x):
-    """Interpreter: (128,) words → (4 slots, 32 lanes, 2) float32, the low and the high float16 of each."""
-    lo, hi = _unpack(tl.reshape(x, (4, 32)), tl.float16)
+    """Interpreter: (32·slots,) words → (slots, 32 lanes, 2) float32, the low and the high float16 of each."""
+    lo, hi = _unpack(tl.reshape(x, (x.shape[0] // 32, 32)), tl.float16)
     return tl.join(lo, hi)
 
 
 @triton.jit
 def _tokens_by_dim(lo, hi):
-    """Interpreter: φq's words (dims 4t, 4t + 1 / 4t + 2, 4t + 3) → (32 tokens 8i + g, 16 dims 4t + j)."""
+    """Interpreter: words of dims (or value columns) 4t, 4t + 1 / 4t + 2, 4t + 3 → (8·slots tokens 8s + g, 16 dims
+    4t + j)."""
     x = tl.join(_words(lo), _words(hi))  # (slot, lane, w, p): dim 4t + 2p + w
-    return tl.reshape(tl.permute(x, (0, 1, 3, 2)), (32, 16))
+    return tl.reshape(tl.permute(x, (0, 1, 3, 2)), (lo.shape[0] // 4, 16))
 
 
 @triton.jit
@@ -161,11 +184,8 @@ def _state_rr(STATE, bh, eps, s, g, t):
 @triton.jit
 def _head(w, alpha, lga, lam, tau, APPROX: tl.constexpr):
     """φq of one head's (128,) int64 words (dims 4t .. 4t + 3 of token 8s + g) → the cos and sin pair words."""
-    x0, x1 = _unpack(w.to(tl.int32), tl.float16)  # the low word: dims 4t, 4t + 1
-    x2, x3 = _unpack((w >> 32).to(tl.int32), tl.float16)
-    ss = x0 * x0 + x1 * x1 + x2 * x2 + x3 * x3
-    ss = ss + _lane_xor(ss, 1)  # the token's other 12 dims, in the lanes that share g
-    ss = ss + _lane_xor(ss, 2)
+    x0, x1, x2, x3 = _dims4(w)
+    ss = _token_sum(x0 * x0 + x1 * x1 + x2 * x2 + x3 * x3)
     r = tl.rsqrt(ss + 1e-12)
     p = lam * (tau + _tanh(ss * r, APPROX))  # m = |dir|^p as 2^(p·log2|xa| − p·log2|α|) (nala_math._query_mag_fwd)
     plga = p * lga
@@ -186,9 +206,7 @@ def _store_head(op, o00, o01, o10, o11, den, up, eps, mask):
     Session 31 call 2 stored columns 2t, 2t + 1 and 8 + 2t, 9 + 2t as two 4-byte words (16-byte halves of a token's
     32-byte sector a store): the pass took 75 µs at 518K against the pair map's 48.5."""
     f = up * half2._rcp(tl.maximum(den + eps, _FLT_MIN))
-    lo = half2._pack(o00 * f, o01 * f).to(tl.int64) & 4294967295
-    hi = half2._pack(o10 * f, o11 * f).to(tl.int64)
-    tl.store(op, lo | (hi << 32), mask=mask)
+    tl.store(op, _word4(o00 * f, o01 * f, o10 * f, o11 * f), mask=mask)
 
 
 @triton.jit(do_not_specialize=["N", "n_chunks"])
