@@ -1,7 +1,7 @@
 """Compile one of the attention kernels for sm_90 on a machine without a GPU and count its shared-memory
 traffic: a CPU-side look at what Nsight Compute measures on the H200, for trying kernel changes between GPU calls.
 
-    .venv/bin/python benchmarks/compile_sm90.py [--kernel fwd_reduce|fwd_reduce_rr|fwd_map|fwd_map_pair|fwd_map_rr|bwd_query|bwd_key|bwd_key_rr] [--vec4 0|1]
+    .venv/bin/python benchmarks/compile_sm90.py [--kernel fwd_reduce|fwd_reduce_rr|fwd_map|fwd_map_pair|fwd_map_rr|bwd_query|bwd_query_rr|bwd_key|bwd_key_rr] [--vec4 0|1]
         [--split 0|1] [--zacc 0|1] [--zdot 0|1] [--eye 0|1] [--block-n 64] [--warps 4] [--stages 2] [--maxnreg N]
         [--out DIR]
 
@@ -45,7 +45,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "kernels"))
 import triton  # noqa: E402
 from triton.backends.compiler import GPUTarget  # noqa: E402
 
-from nalasr_kernels import nala, nala_bwd_key_rr, nala_map_rr, nala_rr  # noqa: E402
+from nalasr_kernels import nala, nala_bwd_key_rr, nala_bwd_query_rr, nala_map_rr, nala_rr  # noqa: E402
 
 # The launch constants nala_forward / nala_backward pass at 518,400 tokens, B 1, H 4, D = Dv = 16, fp16, no RoPE:
 # PREC tf32 (_precision of fp16), PREC_G tf32 (grad=rope, False) so CENTRE (not rope and PREC_G == "tf32"),
@@ -69,6 +69,8 @@ KERNELS = {
     "fwd_map_rr": (nala_map_rr._fwd_map_rr, "Q STATE O", (32, 1, 1, None)),
     # the backward's key pass from registers (nalasr_kernels.nala_bwd_key_rr): 16 tokens on one warp, uncapped
     "bwd_key_rr": (nala_bwd_key_rr._bwd_key_rr, "K V STATE DSTATE DK DV_", (32, 1, 1, None)),
+    # the backward's query pass from registers (nalasr_kernels.nala_bwd_query_rr): 16 tokens on one warp, uncapped
+    "bwd_query_rr": (nala_bwd_query_rr._bwd_query_rr, "Q DO STATE DQ PART", (32, 1, 1, None)),
 }
 SASS_OPS = r"\b(LDSM[\w.]*|STSM[\w.]*|STS(?:\.\d+)?|LDS(?:\.\d+)?|HG?MMA[\w.]*|BAR\.SYNC|LDG[\w.]*)\b"
 

@@ -85,7 +85,7 @@ GROUPED = {"BLOCK_N": 32, "CHUNK": 64, "num_warps": 2}
 
 # Every key _make and run_case read; a case overrides some (benchmarks/gpu_kernels_check.py builds its cases on it).
 CASE_DEFAULTS = dict(B=2, N=37, H=2, D=16, DV=None, dtype="float32", rope=None, params=None, layout="contiguous",
-                     zero_q=True, scale=1.0, v_shift=0.0, config=SMALL, env={})
+                     zero_q=True, scale=1.0, v_shift=0.0, q_ramp=False, config=SMALL, env={})
 
 
 def _cases() -> dict[str, dict]:
@@ -148,6 +148,11 @@ def _cases() -> dict[str, dict]:
         # The backward's key pass from registers (nala_bwd_key_rr, off unless NALASR_BWD_KEY_RR=1) on the model's
         # views: a ragged last tile.
         "fp16-bwd-key-rr": dict(dtype="float16", N=77, H=2, layout="qkvg", env={"NALASR_BWD_KEY_RR": "1"}),
+        # The backward's query pass from registers (nala_bwd_query_rr, off unless NALASR_BWD_QUERY_RR=1) on the model's
+        # views, queries whose 1/den grows along the tokens so that later tiles raise the dS operand's scale (a
+        # chunk's earlier terms rescaled), a ragged last tile.
+        "fp16-bwd-query-rr": dict(dtype="float16", N=77, H=2, layout="qkvg", q_ramp=True,
+                                  env={"NALASR_BWD_QUERY_RR": "1"}),
     }
     for name, s in extra.items():
         out[name] = {**base, **s}
@@ -185,6 +190,10 @@ def _make(case: dict, device: str, seed: int):
         views = lambda *x: tuple(x)  # noqa: E731
     if case["zero_q"]:
         views(*leaves)[0][0, 0] = 0  # every head of one query is the zero vector: dir = 0, m = 0, no NaN allowed
+    if case["q_ramp"]:  # query norms from 0.05 to 4 along the tokens: 1/den grows ~50-fold (p = λ(τ + tanh‖q‖))
+        with torch.no_grad():
+            ramp = torch.linspace(0.0125, 1.0, n, dtype=torch.float64, device=device)
+            views(*leaves)[0].mul_(ramp.to(dtype)[None, :, None, None])
     if case["v_shift"]:
         with torch.no_grad():
             views(*leaves)[2].add_(case["v_shift"])
@@ -372,6 +381,15 @@ def run_extras(device: str) -> dict:
     with recording(nala_bwd_key_rr, "launch") as calls:
         out["bwd_key_rr_float16"] = max(switch_errors("NALASR_BWD_KEY_RR", "float16", device)) <= BWD_F16_TOL
     out["bwd_key_rr_taken"] = len(calls) == 1
+    # The backward's query pass from registers (nala_bwd_query_rr, NALASR_BWD_QUERY_RR=1) against _bwd_query's float16
+    # products: dq from the same float32 chain and float16 S·dnum (interpreter: 1.7e-6), dS = Σ φ̃q·dnumᵀ from
+    # float16 φ̃q and g·(1/den)·2^-E where _bwd_query takes tf32 products, so dk, dv 4.7e-4 apart, each within float16
+    # rounding of the float64 reference. A dim, column or token in the wrong slot is off by O(1).
+    from nalasr_kernels import nala_bwd_query_rr
+
+    with recording(nala_bwd_query_rr, "launch") as calls:
+        out["bwd_query_rr_float16"] = max(switch_errors("NALASR_BWD_QUERY_RR", "float16", device)) <= BWD_F16_TOL
+    out["bwd_query_rr_taken"] = len(calls) == 1
     # The forward reduce from registers (nala_rr) where it applies (16-bit inputs, D = Dv = 16, no RoPE; batch3's
     # qkvg views), and only there: once per 16-bit run with the switch on, never for float32.
     from nalasr_kernels import nala_rr
@@ -682,7 +700,7 @@ def test_map_pair_rule(monkeypatch, nala):
 
 def test_map_rr_rule(monkeypatch, nala):
     """NALASR_MAP_RR: the register map with HALF2's features for float16 q of 16 dims, an even head count, unit-stride
-    dims, strides that are multiples of 4 and 8-byte aligned data, dense or the model's views, by default from
+    dims, strides that are multiples of 4, 8-byte aligned data and int32 offsets, dense or the model's views, by default from
     _MAP_RR_MIN_ROWS (token, head pair) rows; =1 for any size, =0 never, anything else is refused."""
     monkeypatch.delenv("NALASR_MAP_RR", raising=False)
     monkeypatch.setattr(nala, "_MAP_RR_MIN_ROWS", 6)  # 3 tokens of 4 heads
@@ -690,6 +708,9 @@ def test_map_rr_rule(monkeypatch, nala):
     views = torch.zeros(1, 3, 4 * 64, dtype=torch.float16)[..., 64:128].view(1, 3, 4, 16)  # k of one projection
     o = torch.zeros(1, 3, 4, 16, dtype=torch.float16)
     assert nala._map_rr(dense, o, True) and nala._map_rr(views, o, True)
+    monkeypatch.setattr(nala, "_CONFIG", {"OFFS64": True})  # offsets past int32 (as the tests force them)
+    assert not nala._map_rr(dense, o, True)
+    monkeypatch.setattr(nala, "_CONFIG", None)
     assert not nala._map_rr(dense, o, False)  # no HALF2
     assert not nala._map_rr(dense.float(), o, True)
     assert not nala._map_rr(torch.zeros(1, 3, 3, 16, dtype=torch.float16), torch.zeros(1, 3, 3, 16), True)  # odd H
@@ -712,12 +733,17 @@ def test_map_rr_rule(monkeypatch, nala):
 
 
 def test_bwd_key_rr_rule(monkeypatch, nala):
-    """NALASR_BWD_KEY_RR=1: the backward's key pass from registers where _bwd_key takes float16 products (F16), without
-    RoPE or the clamp, for float16 k, v of 16 dims with strides that are multiples of 4 and 8-byte aligned data; off
-    by default (not yet measured on the GPU) and at 0, anything else is refused."""
+    """The backward's key pass from registers where _bwd_key takes float16 products (F16), without RoPE or the clamp,
+    for float16 k, v of 16 dims with strides that are multiples of 4, 8-byte aligned data and int32 offsets: by
+    default and at NALASR_BWD_KEY_RR=1, never at 0; anything else is refused."""
     monkeypatch.delenv("NALASR_BWD_KEY_RR", raising=False)
     k = torch.zeros(1, 3, 4 * 64, dtype=torch.float16)[..., 64:128].view(1, 3, 4, 16)
     d = torch.zeros(1, 3, 4, 16, dtype=torch.float16)
+    assert nala._bwd_key_rr(k, k, d, d, True, False, False)
+    monkeypatch.setattr(nala, "_CONFIG", {"OFFS64": True})  # offsets past int32 (as the tests force them)
+    assert not nala._bwd_key_rr(k, k, d, d, True, False, False)
+    monkeypatch.setattr(nala, "_CONFIG", None)
+    monkeypatch.setenv("NALASR_BWD_KEY_RR", "0")
     assert not nala._bwd_key_rr(k, k, d, d, True, False, False)
     monkeypatch.setenv("NALASR_BWD_KEY_RR", "1")
     assert nala._bwd_key_rr(k, k, d, d, True, False, False)
@@ -730,6 +756,36 @@ def test_bwd_key_rr_rule(monkeypatch, nala):
     monkeypatch.setenv("NALASR_BWD_KEY_RR", "on")
     with pytest.raises(ValueError, match="NALASR_BWD_KEY_RR"):
         nala._bwd_key_rr(k, k, d, d, True, False, False)
+
+
+def test_bwd_query_rr_rule(monkeypatch, nala):
+    """The backward's query pass from registers where _bwd_query takes float16 products (F16) and MPOW, without RoPE
+    or the clamp, for float16 q, ∂L/∂o of 16 dims with strides that are multiples of 4, 8-byte aligned data and int32
+    offsets: by default and at NALASR_BWD_QUERY_RR=1, never at 0; anything else is refused."""
+    monkeypatch.delenv("NALASR_BWD_QUERY_RR", raising=False)
+    q = torch.zeros(1, 3, 4 * 64, dtype=torch.float16)[..., :64].view(1, 3, 4, 16)
+    do = torch.zeros(1, 4, 3, 16, dtype=torch.float16).transpose(1, 2)  # head-major ∂L/∂o, as autograd may give
+    dq = torch.zeros(1, 3, 4, 16, dtype=torch.float16)
+    assert nala._bwd_query_rr(q, do, dq, True, True, False, False)
+    monkeypatch.setattr(nala, "_CONFIG", {"OFFS64": True})
+    assert not nala._bwd_query_rr(q, do, dq, True, True, False, False)
+    monkeypatch.setattr(nala, "_CONFIG", None)
+    monkeypatch.setenv("NALASR_BWD_QUERY_RR", "0")
+    assert not nala._bwd_query_rr(q, do, dq, True, True, False, False)
+    monkeypatch.setenv("NALASR_BWD_QUERY_RR", "1")
+    assert nala._bwd_query_rr(q, do, dq, True, True, False, False)
+    assert not nala._bwd_query_rr(q, do, dq, False, True, False, False)  # tf32 products
+    assert not nala._bwd_query_rr(q, do, dq, True, False, False, False)  # no MPOW (λτ ≤ 1 or float32 math)
+    assert not nala._bwd_query_rr(q, do, dq, True, True, True, False)  # the clamp
+    assert not nala._bwd_query_rr(q, do, dq, True, True, False, True)  # RoPE
+    assert not nala._bwd_query_rr(q.float(), do.float(), dq.float(), True, True, False, False)
+    odd = torch.zeros(1, 3, 4 * 16 + 2, dtype=torch.float16)[..., :64].view(1, 3, 4, 16)  # token stride 66
+    assert not nala._bwd_query_rr(odd, do, dq, True, True, False, False)
+    assert not nala._bwd_query_rr(q, odd, dq, True, True, False, False)
+    assert not nala._bwd_query_rr(q, do, dq.transpose(1, 2).contiguous().transpose(1, 2), True, True, False, False)
+    monkeypatch.setenv("NALASR_BWD_QUERY_RR", "on")
+    with pytest.raises(ValueError, match="NALASR_BWD_QUERY_RR"):
+        nala._bwd_query_rr(q, do, dq, True, True, False, False)
 
 
 def test_bwd_query_rules(monkeypatch, nala):

@@ -83,7 +83,7 @@ import triton
 import triton.testing
 from torch import Tensor
 
-from . import nala_bwd_key_rr, nala_map_rr, nala_rr
+from . import nala_bwd_key_rr, nala_bwd_query_rr, nala_map_rr, nala_rr
 from .nala_bwd import _bwd_key, _bwd_query
 from .nala_fwd import _combine, _fwd_map, _fwd_map_pair, _fwd_reduce
 from .nala_math import _HAS_GDC, _INTERPRET
@@ -237,8 +237,10 @@ _bwd_key_tuned = _tuned(_bwd_key, _BWD_CONFIGS, 8)
 # forward's combine took 6.2 µs at 32, every sweep of sessions 13-14). At 518K on the H200 (session 15,
 # call4/sweep_r16.json): reduce + combine 71.9 + 2.8 µs at 16 against 71.3 + 6.3 at 32, the forward graph 137.5
 # against 143.0 µs (16 tokens a program: 75.4 + 2.8 against 79.6 + 5.2).
-# NALASR_PROGRAMS_PER_SM_<PASS> (FWD_REDUCE, FWD_MAP, FWD_MAP_HALF2, FWD_MAP_PAIR, BWD_QUERY, BWD_KEY) sets one, for
-# the sweeps of benchmarks/config_sweep_gpu.py and kernel_diag_gpu.py.
+# NALASR_PROGRAMS_PER_SM_<PASS> (FWD_REDUCE, FWD_MAP, FWD_MAP_HALF2, FWD_MAP_PAIR, FWD_MAP_RR, BWD_QUERY, BWD_QUERY_RR,
+# BWD_KEY, BWD_KEY_RR) sets one, for the sweeps of benchmarks/config_sweep_gpu.py and kernel_diag_gpu.py.
+# bwd_query_rr: 12 (its 168-register cap fits 3 warps a scheduler), bwd_key_rr: 16 (124 registers; 12 or 8 slower,
+# see nala._bwd_key_rr).
 # _bwd_key took 32 from session 16 (126.8 against 128.5 µs at 24; 64 tokens, 4 warps, 2 stages,
 # benchmarks/results/h200/session16/call5/sweep_k_pp.json) and takes 8 with 64-token chunk rounding since session 20:
 # 1,984-token chunks, 1,048 programs in two full waves of its 4 programs an SM, where 32 left 4,052 in 7.7. The
@@ -259,7 +261,7 @@ _bwd_key_tuned = _tuned(_bwd_key, _BWD_CONFIGS, 8)
 _PROGRAMS_PER_SM = {name: int(os.environ.get(f"NALASR_PROGRAMS_PER_SM_{name.upper()}", default))
                     for name, default in (("fwd_reduce", 16), ("fwd_map", 36),
                                           ("fwd_map_half2", 28), ("fwd_map_pair", 16), ("fwd_map_rr", 16),
-                                          ("bwd_query", 8), ("bwd_key_rr", 16),
+                                          ("bwd_query", 8), ("bwd_query_rr", 12), ("bwd_key_rr", 16),
                                           ("bwd_key", 8))}
 
 
@@ -460,7 +462,7 @@ def _reduce_rr(k: Tensor, v: Tensor, rope: bool, prec: str, offs64: bool, chunk:
 # (49K-262K) is a tie: 29.4 / 29.5 against 29.6 / 29.6 µs at 262K, its forward graph within 1% either way
 # (benchmarks/results/h200/session30/call1); it stays contiguous.
 _STRIDED = {"fwd_reduce": True, "fwd_map": False, "fwd_map_pair": True, "fwd_map_rr": True, "bwd_query": True,
-            "bwd_key": True, "bwd_key_rr": True}
+            "bwd_query_rr": True, "bwd_key": True, "bwd_key_rr": True}
 
 
 def _strided(name: str) -> bool:
@@ -597,19 +599,41 @@ def _map_rr(q: Tensor, o: Tensor, half: bool) -> bool:
     0.103 against 0.104; at 1M 0.183 either way. Call 2 ran the version with two 4-byte stores a
     token (75 µs at 518K); this one at 49K and 262K: see _MAP_RR_MIN_ROWS."""
     forced = _forced("NALASR_MAP_RR", ("0", "1"))
-    if forced == "0" or not (half and nala_map_rr.usable(q, o)):
+    if forced == "0" or not (half and nala_map_rr.usable(q, o)) or _offs64(q.shape[1], q, o):  # int32 word offsets
         return False
     return forced == "1" or q.shape[0] * q.shape[1] * (q.shape[2] // 2) >= _MAP_RR_MIN_ROWS
 
 
 def _bwd_key_rr(k: Tensor, v: Tensor, dk: Tensor, dv: Tensor, f16: bool, clamp: bool, rope: bool) -> bool:
-    """Whether the backward's key pass issues its products from registers (nalasr_kernels.nala_bwd_key_rr): _bwd_key's
-    float16 products (F16: centred, an integer λ), float16 k, v of 16 dims (nala_bwd_key_rr.usable), no RoPE, no clamp.
-    Off unless NALASR_BWD_KEY_RR=1: prepared in session 31 after its device time ran out, not measured on the GPU
-    (offline sm_90: 124 registers, 377 loop instructions a 16-token tile of one warp against _bwd_key's 400)."""
-    if _forced("NALASR_BWD_KEY_RR", ("0", "1")) != "1":
+    """Whether the backward's key pass issues its products from registers (nalasr_kernels.nala_bwd_key_rr; default,
+    NALASR_BWD_KEY_RR=0 keeps _bwd_key): _bwd_key's float16 products (F16: centred, an integer λ), float16 k, v of 16
+    dims (nala_bwd_key_rr.usable), no RoPE, no clamp, int32 offsets. On the H200 at 518K dense, each setting its own
+    process twice: the pass 89.6-97.5 against 99.4-99.6 µs, the backward 0.245 either way, at 1M 0.474-0.475 against
+    0.480-0.482 ms; at 12 or 8 programs an SM 95.5 / 130.1 µs (benchmarks/results/h200/session32/call1)."""
+    if _forced("NALASR_BWD_KEY_RR", ("0", "1")) == "0":
         return False
-    return f16 and not clamp and not rope and nala_bwd_key_rr.usable(k, v, dk, dv)
+    return (f16 and not clamp and not rope and nala_bwd_key_rr.usable(k, v, dk, dv)
+            and not _offs64(k.shape[1], k, v, dk, dv))
+
+
+# nala_bwd_query_rr's register cap (NALASR_BWD_QUERY_RR_MAXNREG, 0 for none): uncapped it holds 213 registers (8
+# one-warp programs an SM), at 168 (offline sm_90: 16 B of stack, 629 against 617 loop instructions) 3 warps fit a
+# scheduler's 16K registers, 12 an SM. On the H200 at 518K: 132.1 µs capped at 12 an SM against 153.9-154.6 uncapped
+# at 8 (and _bwd_query's 150.1-152.0), at 152 for 13 an SM 202.8 (a second wave: a scheduler still holds 3), at 128
+# for 16 178.8 (192 B of stack) (benchmarks/results/h200/session32/call1).
+_BWD_QUERY_RR_MAXNREG = int(os.environ.get("NALASR_BWD_QUERY_RR_MAXNREG", "168")) or None
+
+
+def _bwd_query_rr(q: Tensor, do: Tensor, dq: Tensor, f16: bool, mpow: bool, clamp: bool, rope: bool) -> bool:
+    """Whether the backward's query pass issues its products from registers (nalasr_kernels.nala_bwd_query_rr;
+    default, NALASR_BWD_QUERY_RR=0 keeps _bwd_query): _bwd_query's float16 products (F16: centred) with MPOW (16-bit
+    inputs, λτ > 1), float16 q and ∂L/∂o of 16 dims (nala_bwd_query_rr.usable), no RoPE, no clamp, int32 offsets. On
+    the H200 at 518K dense (session 32 call 1): the pass 132.1 µs against _bwd_query's 150.1-152.0 (at 168 registers,
+    12 an SM: see _BWD_QUERY_RR_MAXNREG), the backward 0.226 against 0.245-0.246 ms, at 1M 0.448 against 0.480-0.482."""
+    if _forced("NALASR_BWD_QUERY_RR", ("0", "1")) == "0":
+        return False
+    return (f16 and mpow and not clamp and not rope and nala_bwd_query_rr.usable(q, do, dq)
+            and not _offs64(q.shape[1], q, do, dq))
 
 
 def _centred(rope: bool, prec_g: str) -> bool:
@@ -751,15 +775,22 @@ def nala_backward(do: Tensor, q: Tensor, k: Tensor, v: Tensor, state: Tensor, la
     bucket = _pow2(b * n * h)
     pdl = _pdl(dev)
     with _device_guard(q):
-        chunk, n_chunks = _plan(n, b * h, dev, _PROGRAMS_PER_SM["bwd_query"], _BWD_QUERY_QUANTUM)
-        part = _empty((b * h * n_chunks * state_n,), torch.float32, dev)
-        _launch(_bwd_query_tuned, _bwd_query, (h, n_chunks, b),
-                q, do, state, freq, dq, part, n, max(rope_w, 1), h, chunk, n_chunks, bucket,
-                *q.stride(), *do.stride(), *dq.stride(), float(alpha), float(lam), float(tau), float(eps),
-                D=d, DV=dv, BD=bd, BDV=bdv, ROPE=rope, PREC_G=prec_g, CENTRE=centre, APPROX=approx,
-                OFFS64=_offs64(n, q, do, dq), SPLIT=int(_reduce_split()),
-                EYE=_eye("bwd_query", q, do), DZACC=_bwd_dzacc(), MPOW=_bwd_mpow(approx, lam, tau), CLAMP=clamp,
-                PDL=pdl, F16=_bwd_f16(centre, q, do), STRIDED=_strided("bwd_query"))
+        mpow, query_f16 = _bwd_mpow(approx, lam, tau), _bwd_f16(centre, q, do)
+        if _bwd_query_rr(q, do, dq, query_f16, mpow, clamp, rope):
+            chunk, n_chunks = _plan(n, b * h, dev, _PROGRAMS_PER_SM["bwd_query_rr"], nala_bwd_query_rr.TILE_TOKENS)
+            part = _empty((b * h * n_chunks * state_n,), torch.float32, dev)
+            nala_bwd_query_rr.launch(q, do, state, dq, part, n, chunk, n_chunks, alpha, lam, tau, eps, approx,
+                                     pdl=pdl, strided=_strided("bwd_query_rr"), maxnreg=_BWD_QUERY_RR_MAXNREG)
+        else:
+            chunk, n_chunks = _plan(n, b * h, dev, _PROGRAMS_PER_SM["bwd_query"], _BWD_QUERY_QUANTUM)
+            part = _empty((b * h * n_chunks * state_n,), torch.float32, dev)
+            _launch(_bwd_query_tuned, _bwd_query, (h, n_chunks, b),
+                    q, do, state, freq, dq, part, n, max(rope_w, 1), h, chunk, n_chunks, bucket,
+                    *q.stride(), *do.stride(), *dq.stride(), float(alpha), float(lam), float(tau), float(eps),
+                    D=d, DV=dv, BD=bd, BDV=bdv, ROPE=rope, PREC_G=prec_g, CENTRE=centre, APPROX=approx,
+                    OFFS64=_offs64(n, q, do, dq), SPLIT=int(_reduce_split()),
+                    EYE=_eye("bwd_query", q, do), DZACC=_bwd_dzacc(), MPOW=mpow, CLAMP=clamp,
+                    PDL=pdl, F16=query_f16, STRIDED=_strided("bwd_query"))
         _combine_launch(part, dstate, b * h, n_chunks, 1.0 / n, state_n, pdl)
         key_f16 = _bwd_f16(centre, k, v) and _lam_int(lam) > 0
         if _bwd_key_rr(k, v, dk, dvv, key_f16, clamp, rope):
