@@ -345,11 +345,14 @@ def run_extras(device: str) -> dict:
     # how (a product of the same φk operand with ones, or an elementwise sum of it truncated). Off must agree
     # with on, output and gradients; a tile's groups paired with the wrong tokens would be off by O(1).
     # NALASR_EYE_BWD_QUERY / _BWD_KEY only move the backward's 16-bit tiles to float32 through an exact product
-    # (on the GPU a different layout, hence fp32 summation order; in the interpreter nothing).
+    # (on the GPU a different layout, hence fp32 summation order; in the interpreter nothing). The backward's switches
+    # run with its register passes off (which take _bwd_query's and _bwd_key's place in float16 by default).
+    no_bwd_rr = mock.patch.dict(os.environ, {"NALASR_BWD_QUERY_RR": "0", "NALASR_BWD_KEY_RR": "0"})
     for switch in ("NALASR_REDUCE_VEC4", "NALASR_REDUCE_SPLIT", "NALASR_REDUCE_ZACC", "NALASR_REDUCE_ZDOT",
                    "NALASR_EYE_BWD_QUERY", "NALASR_EYE_BWD_KEY"):
         for dtype in ("float16", "float32"):
-            out[f"{switch.lower()}_{dtype}"] = max(switch_errors(switch, dtype, device)) <= SWITCH_TOL[dtype]
+            with no_bwd_rr:
+                out[f"{switch.lower()}_{dtype}"] = max(switch_errors(switch, dtype, device)) <= SWITCH_TOL[dtype]
     # The maps' switches with the register map off (NALASR_MAP_RR=0), so each compares the maps it names whatever
     # size the register map's rule starts from.
     no_rr = mock.patch.dict(os.environ, {"NALASR_MAP_RR": "0"})
@@ -408,10 +411,11 @@ def run_extras(device: str) -> dict:
     for dtype in ("float16", "float32"):
         out[f"pdl_noop_{dtype}"] = max(switch_errors("pdl", dtype, device, patch=pdl_off)) == 0.0
     # _bwd_query's NALASR_BWD_DZACC (where dz is summed) and NALASR_BWD_MPOW (m/dir as one power; 16-bit only).
-    for dtype in ("float16", "float32"):
-        out[f"bwd_dzacc_{dtype}"] = max(switch_errors("NALASR_BWD_DZACC", dtype, device)) <= BWD_DZACC_TOL[dtype]
-    out["bwd_mpow_float16"] = max(switch_errors("NALASR_BWD_MPOW", "float16", device)) <= SWITCH_TOL["float16"]
-    out["bwd_f16_float16"] = max(switch_errors("NALASR_BWD_F16", "float16", device)) <= BWD_F16_TOL
+    with no_bwd_rr:
+        for dtype in ("float16", "float32"):
+            out[f"bwd_dzacc_{dtype}"] = max(switch_errors("NALASR_BWD_DZACC", dtype, device)) <= BWD_DZACC_TOL[dtype]
+        out["bwd_mpow_float16"] = max(switch_errors("NALASR_BWD_MPOW", "float16", device)) <= SWITCH_TOL["float16"]
+        out["bwd_f16_float16"] = max(switch_errors("NALASR_BWD_F16", "float16", device)) <= BWD_F16_TOL
     # The register reduce's whole-tile loads as inline PTX (nala_rr.ASM_LOADS, GPU only) load the same values: the
     # same bits.
     asm_loads = setting(nala_rr, "ASM_LOADS", False, True)
@@ -437,10 +441,15 @@ def run_extras(device: str) -> dict:
     with mock.patch.dict(os.environ, {"NALASR_MAP_RR": "1"}):
         out["strided_fwd_map_rr_float16"] = max(switch_errors("NALASR_STRIDED_FWD_MAP_RR", "float16", device, B=1,
                                                               N=229)) == 0.0
+    # The backward's register passes likewise, on their own switches: the key pass computes each token as before,
+    # the query pass's dS, dz partials hold other tokens.
     for name, dtypes, exact in (("fwd_map", ("float16",), True), ("bwd_query", ("float16", "float32"), False),
-                                ("bwd_key", ("float16",), True)):
+                                ("bwd_key", ("float16",), True), ("bwd_query_rr", ("float16",), False),
+                                ("bwd_key_rr", ("float16",), True)):
         for dtype in dtypes:
-            with no_rr:  # the one-head map, which the register map would take the place of in float16
+            # the one-head map, which the register map would take the place of in float16, and _bwd_query, _bwd_key
+            # where their own switches are tested
+            with no_rr, (contextlib.nullcontext() if name.endswith("_rr") else no_bwd_rr):
                 errs = switch_errors(f"NALASR_STRIDED_{name.upper()}", dtype, device, B=1, N=600)
             out[f"strided_{name}_{dtype}"] = max(errs) == 0.0 if exact else max(errs) <= SWITCH_TOL[dtype]
     gen = torch.Generator().manual_seed(12)
@@ -472,8 +481,10 @@ def run_extras(device: str) -> dict:
     # freedom in the backward, whose gradient mask is a select between products that ptxas may then fuse otherwise:
     # on the H200 the float16 gradient moved by 9.7e-7, every run, with HALF2 and PDL on or off, the float32 one not
     # at all (benchmarks/clamp_noop_gpu.py, session 26 call 4). A clamp or mask that did bind would be off by O(1).
+    # (The backward's register passes have no clamp: the rule keeps them out where it is on, so they stay off here.)
     for dtype in ("float16", "float32"):
-        errs = switch_errors("clamp", dtype, device, patch=clamp_forced)
+        with no_bwd_rr:
+            errs = switch_errors("clamp", dtype, device, patch=clamp_forced)
         out[f"clamp_noop_{dtype}"] = errs[0] == 0.0 and max(errs[1:]) <= SWITCH_TOL[dtype]
     # The float16 product scales S into float16's range: inputs ×30 (S ~ 1e6, past float16's 65504) and
     # ×0.02 (S ~ 1e-7, float16 subnormals) give the output the same inputs in float32 give.

@@ -1,8 +1,10 @@
 r"""Fused NaLa attention in Triton: forward and backward, deterministic, any strides.
 
 The math is ``nalasr.ops.nala.nala_attention_reference`` (the single source of truth; this package does not
-import it). The device math is in ``nala_math``, the kernels in ``nala_fwd`` and ``nala_bwd`` (the register reduce in
-``nala_rr``); this module plans, tunes and launches them and binds them to autograd. Per (batch b, head h), N
+import it). The device math is in ``nala_math``, the kernels in ``nala_fwd`` and ``nala_bwd`` (the register passes,
+which issue their mma from registers without shared memory for the model's float16 16-dim heads, in ``nala_rr``,
+``nala_map_rr``, ``nala_bwd_query_rr`` and ``nala_bwd_key_rr``); this module plans, tunes and launches them and binds
+them to autograd. Per (batch b, head h), N
 tokens, D = head dim, Dv = value dim, everything below in float32:
 
     r = (Σx² + 1e-12)^(-1/2),  dir = x·r,  ‖x‖ = Σx²·r
@@ -33,7 +35,8 @@ Backward. With g_t = ∂L/∂o_t (chain rule, per (b, h)):
   so the backward is one pass over queries (map: dq; reduce: dS, dz partials, from q, g and the saved S, z;
   o is neither read nor recomputed: g·num = den·(φ̃q·S·dnum) gives dden from ∂L/∂φ̃q), the same deterministic
   combine (scaled by 1/N), and one pass over keys (map: dk, dv from k, v and dS/N, dz/N). q, g, k, v read
-  once, dq, dk, dv written once.
+  once, dq, dk, dv written once. For float16 q, k, v of 16 dims without RoPE the two passes are
+  ``nala_bwd_query_rr._bwd_query_rr`` and ``nala_bwd_key_rr._bwd_key_rr`` (see _bwd_query_rr, _bwd_key_rr).
 
   Through the feature map, per element i, with (gc, gs) the gradient of φ's cos/sin halves and (g̃c, g̃s) that of
   φ̃'s (c = cos θ, s = sin θ, c̃ = cos(θ+a), s̃ = sin(θ+a)):

@@ -23,6 +23,17 @@ dz = Σ dden·φq stays elementwise in float32 (8 accumulators a lane, summed ov
 ∂L/∂p and the projection are sums over a token's 4 lanes (two xor-shuffles each), and dq goes out as one 8-byte word a
 token.
 
+The chain through the feature map is _bwd_query's in float32 (den = φq·z + ε too), so dq matches it to float32
+rounding (interpreter, batch3: 1.7e-6); dS's float16 operands take dk, dv 4.7e-4 from _bwd_query's tf32 products,
+each as near the float64 reference (the parity case fp16-bwd-query-rr: dk 5.5e-4 against 6.0e-4).
+
+Measured (benchmarks/results/h200/session32/call1, 518K dense): the pass 132.1 µs capped at 168 registers with 12
+programs an SM (nala._BWD_QUERY_RR_MAXNREG), against _bwd_query's 150.1-152.0 and its own 153.9-154.6 uncapped (213
+registers, 8 an SM). Offline sm_90 (compile_sm90.py --kernel bwd_query_rr --const STRIDED=1 --maxnreg 168): 629 loop
+instructions a 16-token tile (617 uncapped, _bwd_query 605-613), 16 B of stack, no shared memory. Tried offline and
+left out: den from φ̃q's float16 words against z's (two more mma, 598 instructions but 227 registers, dq 8% further
+from the reference).
+
 Interpreter (TRITON_INTERPRET=1, no PTX): the shuffles are gathers, the products tl.dot on the same float16 values
 rearranged into (token, dim) matrices, and the transposes are implied by them.
 """
