@@ -612,7 +612,8 @@ def _bwd_key_rr(k: Tensor, v: Tensor, dk: Tensor, dv: Tensor, f16: bool, clamp: 
     NALASR_BWD_KEY_RR=0 keeps _bwd_key): _bwd_key's float16 products (F16: centred, an integer λ), float16 k, v of 16
     dims (nala_bwd_key_rr.usable), no RoPE, no clamp, int32 offsets. On the H200 at 518K dense, each setting its own
     process twice: the pass 89.6-97.5 against 99.4-99.6 µs, the backward 0.245 either way, at 1M 0.474-0.475 against
-    0.480-0.482 ms; at 12 or 8 programs an SM 95.5 / 130.1 µs (benchmarks/results/h200/session32/call1)."""
+    0.480-0.482 ms; at 12 or 8 programs an SM 95.5 / 130.1 µs (benchmarks/results/h200/session32/call1). With the
+    register query pass (call 2): the backward 0.226-0.227 against 0.229 ms at 518K, 0.440-0.442 against 0.448 at 1M."""
     if _forced("NALASR_BWD_KEY_RR", ("0", "1")) == "0":
         return False
     return (f16 and not clamp and not rope and nala_bwd_key_rr.usable(k, v, dk, dv)
@@ -632,7 +633,8 @@ def _bwd_query_rr(q: Tensor, do: Tensor, dq: Tensor, f16: bool, mpow: bool, clam
     default, NALASR_BWD_QUERY_RR=0 keeps _bwd_query): _bwd_query's float16 products (F16: centred) with MPOW (16-bit
     inputs, λτ > 1), float16 q and ∂L/∂o of 16 dims (nala_bwd_query_rr.usable), no RoPE, no clamp, int32 offsets. On
     the H200 at 518K dense (session 32 call 1): the pass 132.1 µs against _bwd_query's 150.1-152.0 (at 168 registers,
-    12 an SM: see _BWD_QUERY_RR_MAXNREG), the backward 0.226 against 0.245-0.246 ms, at 1M 0.448 against 0.480-0.482."""
+    12 an SM: see _BWD_QUERY_RR_MAXNREG), the backward 0.226 against 0.245-0.246 ms, at 1M 0.448 against 0.480-0.482;
+    call 2, both register passes: 0.226-0.227 / 0.440-0.442 against 0.248 / 0.482 with neither."""
     if _forced("NALASR_BWD_QUERY_RR", ("0", "1")) == "0":
         return False
     return (f16 and mpow and not clamp and not rope and nala_bwd_query_rr.usable(q, do, dq)
