@@ -13,6 +13,7 @@ of a (64,) tensor), as loaded (one 8-byte word a token of q and of g = ∂L/∂o
 - D = g·(S − z·v̄ᵀ)ᵀ (cos and sin halves, ∂L/∂φ̃q = D·up/den): A = the raw g words (k slots = value dims 4t .. 4t + 3),
   B = the centred S scaled into float16, its columns permuted so that a lane's results are the feature dims 4t ..
   4t + 3 of its own tokens (nala_bwd_key_rr's ∂L/∂φ̃k product, g in place of v);
+- g·v̄ for dden's ε·v̄·dnum term: the same A against v̄ (scaled into float16) in every column of one n-tile;
 - the partial dS = Σ φ̃q·dnumᵀ, a reduction over the tokens: A = φ̃qᵀ (feature rows × token k), B = dnum (token k ×
   value columns). A lane holds one token and four dims of each; ``movmatrix.trans`` turns each 8 × 8 block of float16
   words (rows: the slot's 8 tokens, column pairs: dims 4t, 4t + 1 or 4t + 2, 4t + 3) into the block the fragment wants
@@ -29,7 +30,7 @@ each as near the float64 reference (the parity case fp16-bwd-query-rr: dk 5.5e-4
 
 Measured (benchmarks/results/h200/session32/call1, 518K dense): the pass 132.1 µs capped at 168 registers with 12
 programs an SM (nala._BWD_QUERY_RR_MAXNREG), against _bwd_query's 150.1-152.0 and its own 153.9-154.6 uncapped (213
-registers, 8 an SM). Offline sm_90 (compile_sm90.py --kernel bwd_query_rr --const STRIDED=1 --maxnreg 168): 629 loop
+registers, 8 an SM); 131.2-131.5 as the default (call 2). Offline sm_90 (compile_sm90.py --kernel bwd_query_rr --const STRIDED=1 --maxnreg 168): 629 loop
 instructions a 16-token tile (617 uncapped, _bwd_query 605-613), 16 B of stack, no shared memory. Tried offline and
 left out: den from φ̃q's float16 words against z's (two more mma, 598 instructions but 227 registers, dq 8% further
 from the reference).
