@@ -743,48 +743,49 @@ def test_map_rr_rule(monkeypatch, nala):
         nala._map_rr(dense, o, True)
 
 
+def _check_register_switch(monkeypatch, nala, var: str, taken) -> None:
+    """A register pass's switch ``var`` on a case its rule takes (``taken()``: the rule's answer): taken by default and
+    at 1, not at 0 nor with offsets past int32 (as the tests force them), any other value refused with the variable's
+    name. Leaves ``var`` at 1 for the caller's refusals."""
+    monkeypatch.delenv(var, raising=False)
+    assert taken()
+    monkeypatch.setattr(nala, "_CONFIG", {"OFFS64": True})
+    assert not taken()
+    monkeypatch.setattr(nala, "_CONFIG", None)
+    monkeypatch.setenv(var, "on")
+    with pytest.raises(ValueError, match=var):
+        taken()
+    monkeypatch.setenv(var, "0")
+    assert not taken()
+    monkeypatch.setenv(var, "1")
+    assert taken()
+
+
 def test_bwd_key_rr_rule(monkeypatch, nala):
     """The backward's key pass from registers where _bwd_key takes float16 products (F16), without RoPE or the clamp,
     for float16 k, v of 16 dims with strides that are multiples of 4, 8-byte aligned data and int32 offsets: by
     default and at NALASR_BWD_KEY_RR=1, never at 0; anything else is refused."""
-    monkeypatch.delenv("NALASR_BWD_KEY_RR", raising=False)
     k = torch.zeros(1, 3, 4 * 64, dtype=torch.float16)[..., 64:128].view(1, 3, 4, 16)
     d = torch.zeros(1, 3, 4, 16, dtype=torch.float16)
-    assert nala._bwd_key_rr(k, k, d, d, True, False, False)
-    monkeypatch.setattr(nala, "_CONFIG", {"OFFS64": True})  # offsets past int32 (as the tests force them)
-    assert not nala._bwd_key_rr(k, k, d, d, True, False, False)
-    monkeypatch.setattr(nala, "_CONFIG", None)
-    monkeypatch.setenv("NALASR_BWD_KEY_RR", "0")
-    assert not nala._bwd_key_rr(k, k, d, d, True, False, False)
-    monkeypatch.setenv("NALASR_BWD_KEY_RR", "1")
-    assert nala._bwd_key_rr(k, k, d, d, True, False, False)
+    _check_register_switch(monkeypatch, nala, "NALASR_BWD_KEY_RR",
+                           lambda: nala._bwd_key_rr(k, k, d, d, True, False, False))
     assert not nala._bwd_key_rr(k, k, d, d, False, False, False)  # tf32 products
     assert not nala._bwd_key_rr(k, k, d, d, True, True, False)  # the clamp
     assert not nala._bwd_key_rr(k, k, d, d, True, False, True)  # RoPE
     assert not nala._bwd_key_rr(k.float(), k.float(), d.float(), d.float(), True, False, False)
     odd = torch.zeros(1, 3, 4 * 16 + 2, dtype=torch.float16)[..., :64].view(1, 3, 4, 16)  # token stride 66
     assert not nala._bwd_key_rr(odd, odd, d, d, True, False, False)
-    monkeypatch.setenv("NALASR_BWD_KEY_RR", "on")
-    with pytest.raises(ValueError, match="NALASR_BWD_KEY_RR"):
-        nala._bwd_key_rr(k, k, d, d, True, False, False)
 
 
 def test_bwd_query_rr_rule(monkeypatch, nala):
     """The backward's query pass from registers where _bwd_query takes float16 products (F16) and MPOW, without RoPE
     or the clamp, for float16 q, ∂L/∂o of 16 dims with strides that are multiples of 4, 8-byte aligned data and int32
     offsets: by default and at NALASR_BWD_QUERY_RR=1, never at 0; anything else is refused."""
-    monkeypatch.delenv("NALASR_BWD_QUERY_RR", raising=False)
     q = torch.zeros(1, 3, 4 * 64, dtype=torch.float16)[..., :64].view(1, 3, 4, 16)
     do = torch.zeros(1, 4, 3, 16, dtype=torch.float16).transpose(1, 2)  # head-major ∂L/∂o, as autograd may give
     dq = torch.zeros(1, 3, 4, 16, dtype=torch.float16)
-    assert nala._bwd_query_rr(q, do, dq, True, True, False, False)
-    monkeypatch.setattr(nala, "_CONFIG", {"OFFS64": True})
-    assert not nala._bwd_query_rr(q, do, dq, True, True, False, False)
-    monkeypatch.setattr(nala, "_CONFIG", None)
-    monkeypatch.setenv("NALASR_BWD_QUERY_RR", "0")
-    assert not nala._bwd_query_rr(q, do, dq, True, True, False, False)
-    monkeypatch.setenv("NALASR_BWD_QUERY_RR", "1")
-    assert nala._bwd_query_rr(q, do, dq, True, True, False, False)
+    _check_register_switch(monkeypatch, nala, "NALASR_BWD_QUERY_RR",
+                           lambda: nala._bwd_query_rr(q, do, dq, True, True, False, False))
     assert not nala._bwd_query_rr(q, do, dq, False, True, False, False)  # tf32 products
     assert not nala._bwd_query_rr(q, do, dq, True, False, False, False)  # no MPOW (λτ ≤ 1 or float32 math)
     assert not nala._bwd_query_rr(q, do, dq, True, True, True, False)  # the clamp
@@ -794,9 +795,6 @@ def test_bwd_query_rr_rule(monkeypatch, nala):
     assert not nala._bwd_query_rr(odd, do, dq, True, True, False, False)
     assert not nala._bwd_query_rr(q, odd, dq, True, True, False, False)
     assert not nala._bwd_query_rr(q, do, dq.transpose(1, 2).contiguous().transpose(1, 2), True, True, False, False)
-    monkeypatch.setenv("NALASR_BWD_QUERY_RR", "on")
-    with pytest.raises(ValueError, match="NALASR_BWD_QUERY_RR"):
-        nala._bwd_query_rr(q, do, dq, True, True, False, False)
 
 
 def test_bwd_query_rules(monkeypatch, nala):

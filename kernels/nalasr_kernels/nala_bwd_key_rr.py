@@ -34,9 +34,9 @@ from torch import Tensor
 
 from . import half2
 from .nala_fwd import _centre, _load_state
-from .nala_map_rr import _dims4, _opaque, _token_sum, _tokens_by_dim, _word4, _words
+from .nala_map_rr import F16_MMA, _dims4, _lanes, _token_sum, _tokens_by_dim, _word4, _word_slab, _words
 from .nala_math import (
-    _COMPILED, _dtanh, _f16_state, _key_mag, _key_mag_grad, _pdl_launch, _pdl_wait, _pow2_scale, _sincos_angle, _slab,
+    _COMPILED, _dtanh, _f16_state, _key_mag, _key_mag_grad, _pdl_launch, _pdl_wait, _pow2_scale, _sincos_angle,
     _span, _tanh)
 
 TILE_TOKENS = 16  # tokens a loop iteration: one m-tile, slot 0 its row g, slot 1 row g + 8
@@ -56,21 +56,20 @@ def _mma_asm() -> str:
     def i(k: int, slot: int) -> str:
         return f"${24 + 2 * k + slot}"
 
-    mma = "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"
     lines = ["{", ".reg .b32 zr;", "mov.b32 zr, 0;"]
     a_c = ",".join([i(0, 0), i(0, 1), i(1, 0), i(1, 1)])
     a_s = ",".join([i(2, 0), i(2, 1), i(3, 0), i(3, 1)])
     a_v = ",".join([i(4, 0), i(4, 1), i(5, 0), i(5, 1)])
     for nt in range(2):
         d = ",".join([o(2 * nt, 0), o(2 * nt + 1, 0), o(2 * nt, 1), o(2 * nt + 1, 1)])
-        lines.append(f"{mma} {{{d}}}, {{{a_c}}}, {{{i(6 + nt, 0)},{i(6 + nt, 1)}}}, {{zr,zr,zr,zr}};")
-        lines.append(f"{mma} {{{d}}}, {{{a_s}}}, {{{i(8 + nt, 0)},{i(8 + nt, 1)}}}, {{{d}}};")
+        lines.append(f"{F16_MMA} {{{d}}}, {{{a_c}}}, {{{i(6 + nt, 0)},{i(6 + nt, 1)}}}, {{zr,zr,zr,zr}};")
+        lines.append(f"{F16_MMA} {{{d}}}, {{{a_s}}}, {{{i(8 + nt, 0)},{i(8 + nt, 1)}}}, {{{d}}};")
         for half in range(2):  # ∂L/∂φ̃k's cos (half 0), sin (half 1)
             base = 4 + 4 * half
             d = ",".join([o(base + 2 * nt, 0), o(base + 2 * nt + 1, 0), o(base + 2 * nt, 1), o(base + 2 * nt + 1, 1)])
             b = f"{i(10 + 2 * half + nt, 0)},{i(10 + 2 * half + nt, 1)}"
             c = ",".join([i(14 + 2 * half + nt, 0), i(14 + 2 * half + nt, 1)] * 2)
-            lines.append(f"{mma} {{{d}}}, {{{a_v}}}, {{{b}}}, {{{c}}};")
+            lines.append(f"{F16_MMA} {{{d}}}, {{{a_v}}}, {{{b}}}, {{{c}}};")
     return "\n".join(lines + ["}"])
 
 
@@ -172,15 +171,11 @@ def _bwd_key_rr(K, V, STATE, DSTATE, DK, DV_, N, H, CHUNK, n_chunks, sk_b, sk_n,
     unit-stride, the other strides multiples of 4, the data 8-byte aligned; dk, dv: (B, N, H, 16) contiguous."""
     _pdl_launch(PDL)
     pid_h, pid_c, pid_b = tl.program_id(0), tl.program_id(1), tl.program_id(2)
-    e = tl.arange(0, 64)
-    s = e // 32
-    g = (e % 32) // 4
-    t = _opaque(e % 4)  # see nala_map_rr._opaque
-    tok = 8 * s + g
-    kp = _slab(K, pid_b, pid_h, sk_b, sk_h).to(tl.pointer_type(tl.int64))  # 8-byte words: 4 dims
-    vp = _slab(V, pid_b, pid_h, sv_b, sv_h).to(tl.pointer_type(tl.int64))
-    dkp = _slab(DK, pid_b, pid_h, so_b, 16).to(tl.pointer_type(tl.int64))
-    dvp = _slab(DV_, pid_b, pid_h, so_b, 16).to(tl.pointer_type(tl.int64))
+    s, g, t, tok = _lanes(64)
+    kp = _word_slab(K, pid_b, pid_h, sk_b, sk_h)
+    vp = _word_slab(V, pid_b, pid_h, sv_b, sv_h)
+    dkp = _word_slab(DK, pid_b, pid_h, so_b, 16)
+    dvp = _word_slab(DV_, pid_b, pid_h, so_b, 16)
     koff = tok * (sk_n // 4) + t
     voff = tok * (sv_n // 4) + t
     ooff = tok * (so_n // 4) + t

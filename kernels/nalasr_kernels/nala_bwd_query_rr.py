@@ -49,13 +49,10 @@ from torch import Tensor
 from . import half2
 from .nala_bwd_key_rr import _four, _matrix
 from .nala_fwd import _centre, _load_state
-from .nala_map_rr import _dims4, _opaque, _token_sum, _tokens_by_dim, _word4, _words
-from .nala_math import _COMPILED, _dtanh, _log2, _pdl_launch, _pow2_scale, _sincos_angle, _slab, _span, _tanh
+from .nala_map_rr import F16_MMA, _dims4, _lanes, _token_sum, _tokens_by_dim, _word4, _word_slab, _words
+from .nala_math import _COMPILED, _dtanh, _log2, _pdl_launch, _pow2_scale, _sincos_angle, _span, _tanh
 
 TILE_TOKENS = 16  # tokens a loop iteration: one m-tile, slot 0 its row g, slot 1 row g + 8
-
-
-_F16_MMA = "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"
 
 
 def _mma_asm() -> str:
@@ -81,8 +78,8 @@ def _mma_asm() -> str:
             d = ",".join([o(4 * h + 2 * nt, 0), o(4 * h + 2 * nt + 1, 0), o(4 * h + 2 * nt, 1),
                           o(4 * h + 2 * nt + 1, 1)])
             b = f"{i(2 + 2 * h + nt, 0)},{i(2 + 2 * h + nt, 1)}"
-            lines.append(f"{_F16_MMA} {{{d}}}, {{{a_g}}}, {{{b}}}, {{zr,zr,zr,zr}};")
-    lines.append(f"{_F16_MMA} {{{o(16, 0)}, x0, {o(16, 1)}, x1}}, {{{a_g}}}, {{{i(20, 0)},{i(20, 1)}}}, {{zr,zr,zr,zr}};")
+            lines.append(f"{F16_MMA} {{{d}}}, {{{a_g}}}, {{{b}}}, {{zr,zr,zr,zr}};")
+    lines.append(f"{F16_MMA} {{{o(16, 0)}, x0, {o(16, 1)}, x1}}, {{{a_g}}}, {{{i(20, 0)},{i(20, 1)}}}, {{zr,zr,zr,zr}};")
     lines += [f"movmatrix.sync.aligned.m8n8.trans.b16 {tr[w]}, {i(*w)};" for w in words]
     for h in range(2):
         f01, f23 = 6 + 2 * h, 7 + 2 * h
@@ -91,7 +88,7 @@ def _mma_asm() -> str:
             k = 4 * h + 2 * nt
             d = ",".join([o(8 + k, 0), o(8 + k + 1, 0), o(8 + k, 1), o(8 + k + 1, 1)])
             c = ",".join([i(12 + k, 0), i(12 + k + 1, 0), i(12 + k, 1), i(12 + k + 1, 1)])
-            lines.append(f"{_F16_MMA} {{{d}}}, {{{a}}}, {{{tr[(10 + nt, 0)]},{tr[(10 + nt, 1)]}}}, {{{c}}};")
+            lines.append(f"{F16_MMA} {{{d}}}, {{{a}}}, {{{tr[(10 + nt, 0)]},{tr[(10 + nt, 1)]}}}, {{{c}}};")
     return "\n".join(lines + ["}"])
 
 
@@ -214,14 +211,10 @@ def _bwd_query_rr(Q, DO, STATE, DQ, PART, N, H, CHUNK, n_chunks, sq_b, sq_n, sq_
     (B, N, H, 16) contiguous."""
     _pdl_launch(PDL)  # the combine after this pass may start (it waits for PART); q, g come from before the call
     pid_h, pid_c, pid_b = tl.program_id(0), tl.program_id(1), tl.program_id(2)
-    e = tl.arange(0, 64)
-    s = e // 32
-    g = (e % 32) // 4
-    t = _opaque(e % 4)  # see nala_map_rr._opaque
-    tok = 8 * s + g
-    qp = _slab(Q, pid_b, pid_h, sq_b, sq_h).to(tl.pointer_type(tl.int64))  # 8-byte words: 4 dims
-    gp = _slab(DO, pid_b, pid_h, sg_b, sg_h).to(tl.pointer_type(tl.int64))
-    dqp = _slab(DQ, pid_b, pid_h, so_b, 16).to(tl.pointer_type(tl.int64))
+    s, g, t, tok = _lanes(64)
+    qp = _word_slab(Q, pid_b, pid_h, sq_b, sq_h)
+    gp = _word_slab(DO, pid_b, pid_h, sg_b, sg_h)
+    dqp = _word_slab(DQ, pid_b, pid_h, so_b, 16)
     qoff = tok * (sq_n // 4) + t
     goff = tok * (sg_n // 4) + t
     ooff = tok * (so_n // 4) + t

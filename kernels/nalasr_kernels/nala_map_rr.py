@@ -38,6 +38,7 @@ from .nala_math import _COMPILED, _FLT_MIN, _log2, _pdl_launch, _pdl_wait, _pow2
 from .nala_rr import _lane_xor, _unpack
 
 TILE_TOKENS = 32  # tokens a loop iteration: two m-tiles of 16; chunks are multiples of it
+F16_MMA = "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"  # the register passes' product: f16 in, f32 out
 
 
 def _mma_asm() -> str:
@@ -51,7 +52,6 @@ def _mma_asm() -> str:
     def i(k: int, slot: int) -> str:
         return f"${20 + 4 * k + slot}"
 
-    mma = "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"
     lines = ["{", ".reg .b32 zr, x0, x1;", "mov.b32 zr, 0;"]
     for mt in range(2):
         s0, s1 = 2 * mt, 2 * mt + 1
@@ -64,8 +64,8 @@ def _mma_asm() -> str:
             else:
                 d = ",".join([o(4, s0), "x0", o(4, s1), "x1"])  # columns 2t + 1: den again
                 bc, bs = f"{i(6, 0)},{i(6, 1)}", f"{i(6, 2)},{i(6, 3)}"
-            lines.append(f"{mma} {{{d}}}, {{{a_c}}}, {{{bc}}}, {{zr,zr,zr,zr}};")
-            lines.append(f"{mma} {{{d}}}, {{{a_s}}}, {{{bs}}}, {{{d}}};")
+            lines.append(f"{F16_MMA} {{{d}}}, {{{a_c}}}, {{{bc}}}, {{zr,zr,zr,zr}};")
+            lines.append(f"{F16_MMA} {{{d}}}, {{{a_s}}}, {{{bs}}}, {{{d}}};")
     return "\n".join(lines + ["}"])
 
 
@@ -84,6 +84,22 @@ def _opaque(x):
     else:
         y = x
     return y
+
+
+@triton.jit
+def _lanes(E: tl.constexpr):
+    """The register passes' one-warp layout of (E,) tensors: element e is lane (g, t) = ((e % 32) // 4, e % 4) in slot
+    s = e // 32, which holds token 8s + g of the tile. Returns s, g, t (opaque, see _opaque) and that token."""
+    e = tl.arange(0, E)
+    s = e // 32
+    g = (e % 32) // 4
+    return s, g, _opaque(e % 4), 8 * s + g
+
+
+@triton.jit
+def _word_slab(X, pid_b, h, s_b, s_h):
+    """Head h of batch pid_b of a float16 (B, N, H, 16) tensor as a pointer to 8-byte words (4 dims each)."""
+    return _slab(X, pid_b, h, s_b, s_h).to(tl.pointer_type(tl.int64))
 
 
 @triton.jit
@@ -218,14 +234,10 @@ def _fwd_map_rr(Q, STATE, O, N, H, CHUNK, n_chunks, sq_b, sq_n, sq_h, so_b, so_n
     _pdl_launch(PDL)
     pid_p, pid_c, pid_b = tl.program_id(0), tl.program_id(1), tl.program_id(2)
     h0 = 2 * pid_p
-    e = tl.arange(0, 128)
-    s = e // 32
-    g = (e % 32) // 4
-    t = _opaque(e % 4)
-    tok = 8 * s + g  # slot s holds token 8s + g of the tile
-    qa = _slab(Q, pid_b, h0, sq_b, sq_h).to(tl.pointer_type(tl.int64))  # 8-byte words: 4 dims
-    qb = _slab(Q, pid_b, h0 + 1, sq_b, sq_h).to(tl.pointer_type(tl.int64))
-    o_base = _slab(O, pid_b, h0, so_b, 16).to(tl.pointer_type(tl.int64))  # 8-byte words: 4 dims
+    s, g, t, tok = _lanes(128)
+    qa = _word_slab(Q, pid_b, h0, sq_b, sq_h)
+    qb = _word_slab(Q, pid_b, h0 + 1, sq_b, sq_h)
+    o_base = _word_slab(O, pid_b, h0, so_b, 16)
     qoff = tok * (sq_n // 4) + t
     ooff = tok * (so_n // 4) + t  # columns 4t .. 4t + 3: word t of the head's 4
     start, end, step = _span(pid_c, CHUNK, N, n_chunks, 32, STRIDED)
