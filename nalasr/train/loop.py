@@ -10,6 +10,7 @@ step, data generator, RNG states), so a killed run resumes exactly where its las
 from __future__ import annotations
 
 import contextlib
+from concurrent.futures import ThreadPoolExecutor
 import copy
 import gc
 import json
@@ -146,7 +147,9 @@ class Trainer:
         self._loss_sum = torch.zeros((), device=self.device)
         self._n_sum = 0
 
-        images = [im for im in (decode_rgb(p) for p in find_images(cfg.data)) if im is not None]
+        # Pillow decodes with the GIL released: 603 photos (276 MP) take seconds on a pool, a minute in turn.
+        with ThreadPoolExecutor(max_workers=min(16, os.cpu_count() or 1)) as pool:
+            images = [im for im in pool.map(decode_rgb, find_images(cfg.data)) if im is not None]
         self.sampler = PatchSampler(images, patch=cfg.patch, device=self.device, seed=cfg.seed,
                                     quantize_lr=cfg.quantize_lr, rank=self.dist.rank, world=self.dist.world,
                                     hr_rescale=cfg.hr_rescale)
