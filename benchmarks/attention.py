@@ -418,8 +418,7 @@ def markdown(meta: dict, rows: list[dict], train: list[dict]) -> str:
     lines += ["## Derived (fused kernels; CUDA-graph rows where both ran)", "",
               "views: the fwd+bwd time includes autograd assembling the projection's gradient (chunk's backward "
               "concatenates dq, dk, dv and a zero block for the fourth quarter into one (B, N, 4·H·D) tensor), which "
-              "the -dense rows do not pay; benchmarks/kernel_diag_gpu.py --layout qkvg times the kernels alone on "
-              "those views.", "",
+              "the -dense rows do not pay.", "",
               "| heads | tokens | q, k, v | fwd ms | bwd ms (fwd+bwd − fwd) | bwd / fwd | × faster than ref-eager fwd |",
               "|---|---|---|---|---|---|---|"]
     for h, d in meta["heads"]:

@@ -26,8 +26,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "kernels")]
 
-from nalasr import bench  # noqa: E402
-from nalasr import bench_report  # noqa: E402
+from nalasr.bench import sweep as bench  # noqa: E402
+from nalasr.bench import report as bench_report  # noqa: E402
 from nalasr.errors import NalasrError  # noqa: E402
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Callable
 from functools import lru_cache
 from pathlib import Path
@@ -28,7 +29,7 @@ def data_root() -> Path:
 
 @lru_cache(maxsize=4)
 def _decode_set(folder: Path) -> tuple[np.ndarray, ...]:
-    from nalasr.datasets import read_image
+    from nalasr.eval.datasets import read_image
 
     return tuple(read_image(p) for p in sorted(folder.iterdir()) if p.is_file())
 
@@ -44,3 +45,13 @@ def hr_images() -> Callable[[str], tuple[np.ndarray, ...]]:
         return _decode_set(folder)
 
     return get
+
+
+@pytest.fixture(autouse=True)
+def _nalasr_settings_follow_env():
+    """nalasr.settings reads the environment once; a test that changes it calls settings.reload(). After each
+    test (its monkeypatch undone first: autouse fixtures are torn down last) the settings are read again."""
+    yield
+    settings = sys.modules.get("nalasr.settings")
+    if settings is not None:
+        settings.reload()

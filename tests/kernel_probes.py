@@ -1,7 +1,7 @@
 """Small Triton kernels that expose the attention kernels' device math to tests (imported only where Triton is).
 
-probe_math(t, approx) runs ``_sincos_angle`` (at u = t/(π/4), as the kernels call it with θ = (π/4)·u) and
-``_tanh`` of nalasr_kernels.nala elementwise over a float32 vector, so their accuracy claims (full paths ~1e-7;
+probe_math(t, approx) runs ``sincos_angle`` (at u = t/(π/4), as the kernels call it with θ = (π/4)·u) and
+``tanh_any`` of nalasr_kernels.nala.device elementwise over a float32 vector, so their accuracy claims (full paths ~1e-7;
 APPROX: cos < 1.1e-5, sin < 1e-6, tanh.approx ~2^-11) are checked on the CPU interpreter and on the GPU alike.
 """
 
@@ -12,7 +12,7 @@ import triton
 import triton.language as tl
 from torch import Tensor
 
-from nalasr_kernels.nala_math import _sincos_angle, _tanh
+from nalasr_kernels.nala.device import sincos_angle, tanh_any
 
 
 @triton.jit
@@ -20,10 +20,10 @@ def _probe(T, C, S, TH, n, APPROX: tl.constexpr, SIN5: tl.constexpr, BLOCK: tl.c
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     mask = offs < n
     t = tl.load(T + offs, mask=mask, other=0.0)
-    c, s = _sincos_angle(t * 1.2732395447351628, APPROX, SIN5)  # 4/π
+    c, s = sincos_angle(t * 1.2732395447351628, APPROX, SIN5)  # 4/π
     tl.store(C + offs, c, mask=mask)
     tl.store(S + offs, s, mask=mask)
-    tl.store(TH + offs, _tanh(t, APPROX), mask=mask)
+    tl.store(TH + offs, tanh_any(t, APPROX), mask=mask)
 
 
 def probe_math(t: Tensor, approx: bool, sin5: bool = False) -> tuple[Tensor, Tensor, Tensor]:

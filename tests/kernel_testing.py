@@ -1,4 +1,4 @@
-"""Helpers of the Triton kernel tests (tests/test_kernels.py, test_layernorm_kernel.py, test_dwconv_kernel.py).
+"""Helpers of the Triton kernel tests (tests/test_kernels_parity.py, test_layernorm_kernel.py, test_dwconv_kernel.py).
 
 - ``run_under_interpreter``: run a kernel test file as a script under the Triton interpreter and read back the
   JSON it writes. TRITON_INTERPRET must be set before Triton is imported and must not leak into the rest of the

@@ -10,14 +10,14 @@ import time
 import pytest
 import torch
 
-from nalasr import bench
-from nalasr import bench_report
+from nalasr.bench import sweep as bench
+from nalasr.bench import report as bench_report
 from nalasr.bench import BenchOptions, BenchRecord, Sweep, run_sweep
 from nalasr.cli import run
 from nalasr.model import create_model
 from nalasr.model.nalasr import NalaMixer
 from nalasr.ops import nala_attention
-from nalasr.softmax_mixer import SoftmaxMixer, mixer_kind, softmax_attention, swap_attention
+from nalasr.model.softmax_mixer import SoftmaxMixer, mixer_kind, softmax_attention, swap_attention
 
 FAST = BenchOptions(warmup=1, repeats=1)
 TINY = Sweep(sizes=((6, 8),), devices=("cpu",), variants=("small",), attentions=("nala", "sdpa", "materialised"))
@@ -77,7 +77,8 @@ def test_softmax_mixer_differs_from_nala_mixer_only_in_the_op(monkeypatch: pytes
     mixer = next(m for m in model.modules() if isinstance(m, NalaMixer))
     x = torch.randn(1, 4, 5, mixer.cfg.dim)
     gamma = torch.rand(mixer.cfg.dim)
-    expected = mixer(x, gamma)
+    residual = torch.zeros_like(x)  # the mixer returns residual + γ·Mixer(x)
+    expected = mixer(x, gamma, residual)
     calls: list[tuple[int, int]] = []
 
     def nala_op(self, q, k, v, hw):
@@ -86,7 +87,7 @@ def test_softmax_mixer_differs_from_nala_mixer_only_in_the_op(monkeypatch: pytes
 
     monkeypatch.setattr(SoftmaxMixer, "_attend", nala_op)
     swap_attention(model, "sdpa")
-    torch.testing.assert_close(mixer(x, gamma), expected, rtol=0, atol=0)
+    torch.testing.assert_close(mixer(x, gamma, residual), expected, rtol=0, atol=0)
     assert calls == [(4, 5)]
 
 

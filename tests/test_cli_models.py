@@ -7,9 +7,10 @@ import json
 import pytest
 import torch
 
+from nalasr import settings
 from nalasr.cli import run
 from nalasr.model import SCALES, VARIANTS, count_params, create_model
-from nalasr.weights import save_weights, shipped_name
+from nalasr.io.weights import save_weights, shipped_name
 
 
 @pytest.fixture(scope="module")
@@ -20,6 +21,7 @@ def counts() -> dict[tuple[str, int], int]:
 @pytest.fixture
 def empty_weights(tmp_path, monkeypatch):
     monkeypatch.setenv("NALASR_WEIGHTS", str(tmp_path))
+    settings.reload()  # nalasr reads the environment once
     return tmp_path
 
 
@@ -72,3 +74,16 @@ def test_models_help_and_bad_option(capsys):
     assert run(["models", "--help"]) == 0
     assert "--json" in capsys.readouterr().out
     assert run(["models", "--nope"]) == 2
+
+
+def test_cli_choices_are_the_library_s():
+    """The CLI's Enum choices (nalasr.cli.choices) list exactly what the library accepts."""
+    from nalasr.cli import choices
+    from nalasr.inference.runtime import PRECISIONS
+    from nalasr.io.imageio import EXTENSIONS
+    from nalasr.ops import BACKENDS
+
+    assert [c.value for c in choices.Variant] == list(VARIANTS)
+    assert [c.value for c in choices.AttentionBackend] == list(BACKENDS)
+    assert [c.value for c in choices.Precision] == ["auto", *PRECISIONS]
+    assert [c.value for c in choices.Ext] == [e[1:] for e in EXTENSIONS]

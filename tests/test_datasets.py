@@ -15,7 +15,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from nalasr import datasets as D
+from nalasr import settings
+from nalasr.eval import datasets as D
 from nalasr.cli import run
 from nalasr.errors import DatasetError, DownloadError, InputError
 
@@ -57,8 +58,10 @@ def test_read_image_refuses_garbage_and_16_bit(tmp_path: Path) -> None:
 
 def test_data_root_precedence(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("NALASR_DATA", raising=False)
+    settings.reload()  # nalasr reads the environment once
     assert D.data_root() == D.PROJECT_DATASETS
     monkeypatch.setenv("NALASR_DATA", str(tmp_path / "env"))
+    settings.reload()  # nalasr reads the environment once
     assert D.data_root() == tmp_path / "env"
     assert D.data_root(tmp_path / "cli") == tmp_path / "cli"
 
@@ -326,6 +329,7 @@ def test_cli_download_errors(tmp_path: Path, server, monkeypatch: pytest.MonkeyP
     url, h = server
     h.files["benchmark.tar"] = _benchmark_tar()  # not the published archive: the pinned md5 refuses it
     monkeypatch.setenv("NALASR_DATASETS_MIRROR", url)
+    settings.reload()  # nalasr reads the environment once
     assert run(["datasets", "download", "urban100", "--data-root", str(tmp_path)]) == DownloadError.exit_code
     assert "checksum mismatch" in _error_line(capsys)
     assert run(["datasets", "download", "manga109", "--data-root", str(tmp_path)]) == DatasetError.exit_code

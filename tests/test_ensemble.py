@@ -1,4 +1,4 @@
-"""The x8 geometric self-ensemble (nalasr.ensemble) and its --self-ensemble flags."""
+"""The x8 geometric self-ensemble (nalasr.inference.ensemble) and its --self-ensemble flags."""
 
 from __future__ import annotations
 
@@ -11,27 +11,27 @@ import torch
 from PIL import Image
 
 from nalasr.cli import run
-from nalasr.ensemble import SelfEnsemble, _inverse, _transform
-from nalasr.evaluate import evaluate
+from nalasr.inference.ensemble import SelfEnsemble, unflip_rotate, flip_rotate
+from nalasr.eval.evaluate import evaluate
 from nalasr.model import create_model
-from nalasr.upscaling import upscale
-from nalasr.weights import save_weights
+from nalasr.inference.upscaling import upscale
+from nalasr.io.weights import save_weights
 from test_upscale import _random_model  # a small NaLaSR with a non-zero upsampler
 
 
 def test_the_eight_transforms_are_distinct_and_inverted():
     x = torch.arange(2 * 3 * 4 * 5, dtype=torch.float32).reshape(2, 3, 4, 5)
-    images = [_transform(x, k) for k in range(8)]
+    images = [flip_rotate(x, k) for k in range(8)]
     assert len({tuple(t.flatten().tolist()) + tuple(t.shape) for t in images}) == 8
     for k, t in enumerate(images):
-        torch.testing.assert_close(_inverse(t, k), x, rtol=0, atol=0)
+        torch.testing.assert_close(unflip_rotate(t, k), x, rtol=0, atol=0)
 
 
 @torch.no_grad()
 def test_equals_the_mean_of_the_transformed_forwards():
     model = _random_model(2)
     x = torch.rand(1, 3, 7, 10)
-    expected = sum(_inverse(model(_transform(x, k).contiguous()), k) for k in range(8)) / 8
+    expected = sum(unflip_rotate(model(flip_rotate(x, k).contiguous()), k) for k in range(8)) / 8
     got = SelfEnsemble(model)(x)
     torch.testing.assert_close(got, expected, rtol=1e-6, atol=1e-6)
     assert not torch.allclose(got, model(x), atol=1e-4)  # the network is not equivariant: the ensemble differs
@@ -92,7 +92,7 @@ def test_gray_input_goes_through_the_ensemble():
 
 def test_one_wrapper_per_model():
     """Repeated upscale() calls must reuse one wrapper: CUDA graphs are kept per module."""
-    from nalasr.ensemble import ensemble_of
+    from nalasr.inference.ensemble import ensemble_of
 
     a, b = _random_model(2), _random_model(2)
     assert ensemble_of(a) is ensemble_of(a) and ensemble_of(a) is not ensemble_of(b)

@@ -1,11 +1,11 @@
 """The network's CUDA inference paths, run on CPU with the Triton kernels under TRITON_INTERPRET=1.
 
-On a GPU without autograd the model routes its depthwise convs, norms, gate, conv biases and residual updates
-through fused kernels (nalasr.ops: fused_dwconv_wanted, fused_gate_wanted, fused_residual_wanted,
-fused_conv_bias_wanted). Here a worker process tells nalasr.ops the fused kernels may run on CPU tensors, so
-the interpreter executes them inside a whole forward (the flags, autograd and width checks are the real ones), and compares the image with the plain PyTorch forward:
-argument plumbing from the model through the ops to the kernels (the ones column, in-place residual GEMMs,
-bias adds into the conv's buffer) is checked without a GPU.
+On a GPU without autograd nalasr.ops routes the model's depthwise convs, norms, gate, conv biases and residual
+updates through fused kernels (one rule: nalasr.ops.fused_inference). Here a worker process tells nalasr.ops
+that CPU tensors are on the kernels' device (nalasr.ops.kernel_device), so the interpreter executes the kernels
+inside a whole forward (the autograd and width checks are the real ones), and compares the image with the plain
+PyTorch forward: argument plumbing from the model through the ops to the kernels (the ones column, in-place
+residual GEMMs, bias adds into the conv's buffer) is checked without a GPU.
 """
 
 from __future__ import annotations
@@ -19,13 +19,18 @@ import torch
 
 pytest.importorskip("triton")
 
+KERNELS = ("dwconv_residual_norm_triton", "dwconv_gated_norm_triton", "dwconv_gelu_triton", "bias_add_triton")
+
 
 def run_forwards() -> dict:
+    import nalasr_kernels
+
     import nalasr.ops as ops
     from nalasr.model import create_model
 
     torch.manual_seed(0)
     model = create_model("default", 4).eval()
+    model.set_attention_backend("reference")  # the attention kernel has its own parity tests (test_kernels_parity)
     with torch.no_grad():  # non-trivial layer scales and upsampler, as a trained network has
         for p in model.parameters():
             if p.dim() == 1 and p.numel() == model.cfg.dim:
@@ -33,20 +38,28 @@ def run_forwards() -> dict:
         torch.nn.init.normal_(model.upsampler[0].weight, std=0.02)
     x = torch.rand(1, 3, 6, 9, generator=torch.Generator().manual_seed(1))
     calls: dict[str, int] = {}
-    decide, kernel_device = ops._fused_inference, ops._kernel_device
+    real = {name: getattr(nalasr_kernels, name) for name in KERNELS}
 
-    def counted(t, flag, default_on):
-        on = decide(t, flag, default_on)
-        calls[flag] = calls.get(flag, 0) + on
-        return on
+    def counted(name):
+        def call(*args, **kwargs):
+            calls[name] = calls.get(name, 0) + 1
+            if name in ("dwconv_gated_norm_triton", "dwconv_gelu_triton") and args[-1]:
+                calls["ones_column"] = calls.get("ones_column", 0) + 1
+            return real[name](*args, **kwargs)
+        return call
 
+    kernel_device = ops.kernel_device
     with torch.inference_mode():
         plain = model(x)
-        ops._fused_inference, ops._kernel_device = counted, lambda t: True  # CPU tensors count as the GPU's
+        ops.kernel_device = lambda t: True  # CPU tensors count as the GPU's
+        for name in KERNELS:
+            setattr(nalasr_kernels, name, counted(name))
         try:
             fused = model(x)
         finally:
-            ops._fused_inference, ops._kernel_device = decide, kernel_device
+            ops.kernel_device = kernel_device
+            for name in KERNELS:
+                setattr(nalasr_kernels, name, real[name])
     err = float((fused - plain).norm() / plain.norm())
     return {"rel_err": err, "calls": calls, "shape": list(fused.shape)}
 
@@ -61,10 +74,13 @@ def result(tmp_path_factory) -> dict:
 def test_fused_inference_forward_equals_plain_forward(result):
     assert result["shape"] == [1, 3, 24, 36]
     assert result["rel_err"] < 1e-5, result
-    # every fused path ran: 16 blocks (CPE+norm, gate, FFN conv, two residual GEMMs), 6 conv biases
-    assert result["calls"].get("NALASR_FUSED_DWCONV", 0) >= 16 * 3, result
-    assert result["calls"].get("NALASR_FUSED_RESIDUAL", 0) >= 16, result
-    assert result["calls"].get("NALASR_FUSED_CONV_BIAS", 0) >= 6, result
+    # every fused path ran: 16 blocks (CPE+norm, gate, FFN conv), both residual GEMMs from the ones column,
+    # 6 conv biases (head, 4 groups, tail)
+    calls = result["calls"]
+    for name in ("dwconv_residual_norm_triton", "dwconv_gated_norm_triton", "dwconv_gelu_triton"):
+        assert calls.get(name, 0) == 16, result
+    assert calls.get("ones_column", 0) == 2 * 16, result
+    assert calls.get("bias_add_triton", 0) >= 6, result
 
 
 if __name__ == "__main__":  # the interpreter worker: python test_fused_inference_paths.py OUT.json

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from imagegen import encode, exif_bytes, palette_image, pixels, png_gray_alpha16, srgb_icc
 
 from nalasr.errors import InputError
-from nalasr.imageio import FORMATS, Picture, decode_image, encode_image, read_image, write_image
+from nalasr.io.imageio import FORMATS, Picture, decode_image, encode_image, read_image, write_image
 
 MAX_PIXELS = 1 << 16  # mutated headers may claim any size: keep what can be decoded small
 

@@ -1,4 +1,4 @@
-"""nalasr.graphs.GraphedForward: when it captures, replays, evicts and drops graphs.
+"""nalasr.inference.graphs.GraphedForward: when it captures, replays, evicts and drops graphs.
 
 CUDA graphs need a GPU (benchmarks/graphs_gpu.py checks bitwise equality with eager on the H200); here the
 bookkeeping runs on CPU with the capture replaced by a stand-in that re-runs the model into the static output,
@@ -13,8 +13,9 @@ import pytest
 import torch
 from torch import nn
 
-from nalasr import graphs
-from nalasr.graphs import GraphedForward, _Graph
+from nalasr import settings
+from nalasr.inference import graphs
+from nalasr.inference.graphs import GraphedForward, CapturedGraph
 
 
 class _FakeGraph:
@@ -35,11 +36,11 @@ class _CpuGraphed(GraphedForward):
     def eligible(self, x: torch.Tensor) -> bool:
         return graphs.enabled() and self.failed is None and x.shape[-1] * x.shape[-2] <= self.max_pixels
 
-    def _capture(self, x: torch.Tensor) -> _Graph:
+    def _capture(self, x: torch.Tensor) -> CapturedGraph:
         type(self).captures += 1
         static_x = x.clone()
         static_y = self.model(static_x)
-        return _Graph(_FakeGraph(self.model, static_x, static_y), static_x, static_y, pool_bytes=123)
+        return CapturedGraph(_FakeGraph(self.model, static_x, static_y), static_x, static_y, pool_bytes=123)
 
 
 @pytest.fixture
@@ -83,6 +84,7 @@ def test_large_inputs_and_the_env_switch_stay_eager(model, monkeypatch):
         g(x)
     assert not g.graphs and g.last_replayed is None
     monkeypatch.setenv("NALASR_CUDA_GRAPHS", "0")
+    settings.reload()  # nalasr reads the environment once
     g = _CpuGraphed(model)
     x = torch.rand(1, 3, 4, 4)
     for _ in range(3):

@@ -22,7 +22,7 @@ from imagegen import (
 from PIL import Image, ImageOps
 
 from nalasr.errors import InputError
-from nalasr.imageio import (
+from nalasr.io.imageio import (
     Picture,
     decode_image,
     encode_image,

@@ -1,4 +1,4 @@
-"""The NaLaSR network (DESIGN.md §3): variants, scales, any input size, config, spec, precisions."""
+"""The NaLaSR network (docs/design.md §3): variants, scales, any input size, config, spec, precisions."""
 
 from __future__ import annotations
 

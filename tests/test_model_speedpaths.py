@@ -1,4 +1,4 @@
-"""The CPU speed paths compute the same numbers as the plain formulation of DESIGN.md §2–§3.
+"""The CPU speed paths compute the same numbers as the plain formulation of docs/design.md §2–§3.
 
 The attention reference splits φ into its cos and sin halves, contracts them with batched matmuls, takes
 |dir|^p as exp(p·log|dir|) and, where autograd does not record, overwrites its intermediates in place; the
@@ -19,8 +19,8 @@ import torch.nn.functional as F
 
 from nalasr.model import NaLaSR, create_model
 from nalasr.ops import NalaParams, nala_attention_reference
-from nalasr.ops.nala import NORM_EPS, THETA_MAX, _pow, rope_angles
-from nalasr.weights import load_weights
+from nalasr.ops.nala import NORM_EPS, THETA_MAX, nonneg_pow, rope_angles
+from nalasr.io.weights import load_weights
 
 WEIGHTS = Path(__file__).resolve().parents[1] / "weights"
 
@@ -162,11 +162,11 @@ def test_fast_pow_matches_pow():
     power = torch.tensor([1.5, 2.0, 3.3, 4.49])[:, None]
     want = base.pow(power)
     with torch.no_grad():
-        got = _pow(base.clone(), power, positive=True)
+        got = nonneg_pow(base.clone(), power, positive=True)
     torch.testing.assert_close(got, want, rtol=2e-6, atol=1e-37)
     assert torch.all(got[:, 0] == 0)
     b = base.clone().requires_grad_()
-    _pow(b, power, positive=True).sum().backward()
+    nonneg_pow(b, power, positive=True).sum().backward()
     assert torch.isfinite(b.grad).all() and torch.all(b.grad[:, 0] == 0)
 
 
@@ -243,15 +243,18 @@ def test_cpu_autocast_bf16_runs_the_same_with_and_without_autograd():
 
 
 @pytest.mark.parametrize("gate", [True, False])
-def test_fused_block_paths_equal_plain_forward(monkeypatch, gate):
-    """The CUDA inference paths of the block, run on CPU: the model is told the fused kernels run (the ops then
-    fall back to their PyTorch compositions, ones column included), so the residual updates go through the
-    in-place GEMM with the bias in the ones column (gate=True) or through its fallback add (gate=False)."""
-    import nalasr.model.nalasr as M
+def test_ones_column_paths_equal_plain_forward(monkeypatch, gate):
+    """The CUDA inference layout of the blocks, run on CPU: the FFN's conv (and with gate=True the mixer's gate)
+    hand the next Linear the ones-column layout, as the fused kernels do, so the residual updates go through
+    the in-place GEMM with the bias in the ones column (nalasr.ops.linear_residual)."""
+    import nalasr.ops as ops
 
-    for name in ("fused_dwconv_wanted", "fused_residual_wanted"):
-        monkeypatch.setattr(M, name, lambda x: True)
-    monkeypatch.setattr(M, "fused_gate_wanted", lambda x: gate)
+    def ones(f):
+        return lambda *a: ops.with_ones_column(f(*a))
+
+    monkeypatch.setattr(ops, "conv_gelu", ones(ops.conv_gelu))
+    if gate:
+        monkeypatch.setattr(ops, "lepe_gated_norm", ones(ops.lepe_gated_norm))
     model = _model("default", 4, seed=3)
     x = torch.rand(1, 3, 9, 13, generator=torch.Generator().manual_seed(10))
     with torch.inference_mode():
@@ -260,16 +263,15 @@ def test_fused_block_paths_equal_plain_forward(monkeypatch, gate):
     assert _rel_rms(fast, plain) < 1e-5
 
 
-def test_project_puts_bias_and_residual_into_one_gemm():
-    from nalasr.model.nalasr import _project, _scaled_linear
-    from nalasr.ops import with_ones_column
+def test_linear_residual_puts_bias_and_residual_into_one_gemm():
+    from nalasr.ops import linear_residual, scaled_linear, with_ones_column
 
     g = torch.Generator().manual_seed(11)
     lin = torch.nn.Linear(24, 16)
     gamma, y, r = torch.rand(16, generator=g), torch.randn(2, 3, 5, 24, generator=g), torch.randn(2, 3, 5, 16, generator=g)
-    want = r + _scaled_linear(y, lin, gamma)
+    want = r + scaled_linear(y, lin.weight, lin.bias, gamma)
     with torch.no_grad():
         buf = r.clone()
-        got = _project(with_ones_column(y), lin, gamma, buf)
+        got = linear_residual(with_ones_column(y), lin.weight, lin.bias, gamma, buf)
     assert got.data_ptr() == buf.data_ptr()  # in place
     torch.testing.assert_close(got, want.detach(), rtol=1e-5, atol=1e-5)

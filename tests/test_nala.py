@@ -1,4 +1,4 @@
-"""NaLa attention reference (DESIGN.md §2) against an independent, explicit N×N evaluation of the kernel.
+"""NaLa attention reference (docs/design.md §2) against an independent, explicit N×N evaluation of the kernel.
 
 The explicit form below is written from the paper formula, not from the implementation: per head
 

@@ -9,7 +9,7 @@ import pytest
 import torch
 from scipy.signal import convolve2d
 
-from nalasr import protocol as P
+from nalasr.eval import protocol as P
 
 # ------------------------------------------------------------------ an independent MATLAB imresize (slow)
 
@@ -243,8 +243,8 @@ def test_make_lr_rounds_the_float_downscale() -> None:
 
 # ----------------------------------------------------------------- published bicubic numbers (§4, §6)
 
-# PSNR: DESIGN.md §4 (HR cropped to a multiple of the scale). SSIM: the bicubic row of the widely copied
-# tables (x4 as in DESIGN.md §6); those came from older scripts, hence the 0.002 tolerance.
+# PSNR: docs/design.md §4 (HR cropped to a multiple of the scale). SSIM: the bicubic row of the widely copied
+# tables (x4 as in docs/design.md §6); those came from older scripts, hence the 0.002 tolerance.
 PUBLISHED = {
     ("Set5", 2): (33.68, 0.9299), ("Set14", 2): (30.24, 0.8688),
     ("BSD100", 2): (29.56, 0.8431), ("Urban100", 2): (26.88, 0.8403),

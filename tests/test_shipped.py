@@ -13,15 +13,17 @@ import pytest
 import skimage.data
 from PIL import Image
 
+from nalasr import settings
 from nalasr.cli import run
 from nalasr.model import SCALES, VARIANTS
-from nalasr.protocol import bicubic_up, eval_hr, make_lr, score
-from nalasr.weights import SHIPPED_DIR, read_header, shipped_name
+from nalasr.eval.protocol import bicubic_up, eval_hr, make_lr, score
+from nalasr.io.weights import SHIPPED_DIR, read_header, shipped_name
 
 
 @pytest.fixture(autouse=True)
 def _real_shipped_dir(monkeypatch):
     monkeypatch.delenv("NALASR_WEIGHTS", raising=False)
+    settings.reload()  # nalasr reads the environment once
 
 
 SHIPPED_VARIANTS = list(VARIANTS)  # weights/ ships every variant, each at every scale

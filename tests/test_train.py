@@ -17,12 +17,12 @@ from PIL import Image
 
 from nalasr.cli import run
 from nalasr.errors import InputError
-from nalasr.protocol import imresize
+from nalasr.eval.protocol import imresize
 from nalasr.train.checkpoint import list_checkpoints, load_checkpoint
 from nalasr.train.config import TrainConfig, load_toml, to_toml
 from nalasr.train.data import MARGIN, PatchSampler
 from nalasr.train.loop import Trainer, lr_at
-from nalasr.weights import load_weights
+from nalasr.io.weights import load_weights
 from imagegen import smooth_image
 
 TINY = {"dim": 8, "groups": 1, "blocks": 1, "heads": 2}
@@ -431,7 +431,9 @@ def test_cli_bad_input_is_one_line(tmp_path, tiny_data, capsys):
     assert "no training data" in fails("--scale", 2, "--out", tmp_path / "b")
     assert "scale" in fails("--scale", 5, "--data", train, "--out", tmp_path / "c")
     assert "scale" in fails("--scale", "two", "--data", train, "--out", tmp_path / "c")
-    assert "variant" in fails("--scale", 2, "--data", train, "--out", tmp_path / "c", "--variant", "huge")
+    # --variant is an enum choice: Typer's usage error (exit 2) names the bad value
+    got, _, err = cli(capsys, *base, "--scale", 2, "--data", train, "--out", tmp_path / "c", "--variant", "huge")
+    assert got == 2 and "huge" in err, err
     assert "batch" in fails("--scale", 2, "--data", train, "--out", tmp_path / "c", "--batch", 0)
     empty = tmp_path / "empty"
     empty.mkdir()
@@ -482,7 +484,7 @@ def test_init_applies_on_a_first_start_even_with_resume(tmp_path, tiny_data):
     ignored once the run has its own checkpoint."""
     from nalasr.model import create_model
     from nalasr.train.loop import train
-    from nalasr.weights import save_weights
+    from nalasr.io.weights import save_weights
 
     torch.manual_seed(123)
     src = save_weights(create_model("default", 2, **TINY), tmp_path / "x2.safetensors")

@@ -26,7 +26,7 @@ from PIL import Image
 
 from nalasr.train.checkpoint import list_checkpoints, load_checkpoint, load_latest
 from nalasr.train.config import to_toml
-from nalasr.weights import load_weights
+from nalasr.io.weights import load_weights
 from imagegen import smooth_image
 
 STEPS = 36
@@ -41,7 +41,7 @@ import os, signal, sys
 import torch
 where, _, k = os.environ.get("KILL_AT", "").partition(":")
 if where:
-    import nalasr.fsutil as fsutil
+    import nalasr.io.fsutil as fsutil
     import nalasr.train.checkpoint as ck
     count = {"n": 0}
     real_save, real_fsync_dir = torch.save, fsutil._fsync_dir

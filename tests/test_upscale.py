@@ -31,13 +31,14 @@ from imagegen import (
 )
 from PIL import Image
 
+from nalasr import settings
 import nalasr
 from nalasr.cli import run
 from nalasr.errors import InputError
-from nalasr.imageio import read_image
+from nalasr.io.imageio import read_image
 from nalasr.model import create_model
-from nalasr.upscaling import upscale, upscale_paths
-from nalasr.weights import save_weights, shipped_name
+from nalasr.inference.upscaling import upscale, upscale_paths
+from nalasr.io.weights import save_weights, shipped_name
 
 # ------------------------------------------------------------------------------------------- fixtures
 
@@ -63,6 +64,7 @@ def weights_dir(tmp_path_factory) -> Path:
 @pytest.fixture(autouse=True)
 def shipped(weights_dir, monkeypatch) -> Path:
     monkeypatch.setenv("NALASR_WEIGHTS", str(weights_dir))
+    settings.reload()  # nalasr reads the environment once
     return weights_dir
 
 
@@ -535,6 +537,7 @@ def test_weights_errors(tmp_path, capsys, monkeypatch, shipped):
     code, _, err = cli(capsys, src, "--weights", shipped / shipped_name("default", 2), "-s", 4)
     assert code == 3 and "x2, not x4" in err
     monkeypatch.setenv("NALASR_WEIGHTS", str(tmp_path))
+    settings.reload()  # nalasr reads the environment once
     code, _, err = cli(capsys, src)
     assert code == 3 and "no shipped weights" in err and "--weights" in err
 

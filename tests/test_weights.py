@@ -12,10 +12,11 @@ import torch
 from safetensors import safe_open
 from safetensors.torch import save_file
 
+from nalasr import settings
 import nalasr
 from nalasr.errors import WeightsError
 from nalasr.model import NaLaSR, config_for, create_model
-from nalasr.weights import (
+from nalasr.io.weights import (
     ARCHITECTURE,
     FORMAT,
     load_weights,
@@ -296,12 +297,14 @@ def test_pickle_renamed_is_rejected_and_never_unpickled(tmp_path, saved):
 
 def test_shipped_path_missing(tmp_path, monkeypatch):
     monkeypatch.setenv("NALASR_WEIGHTS", str(tmp_path))
+    settings.reload()  # nalasr reads the environment once
     assert shipped_dir() == tmp_path
     with pytest.raises(WeightsError) as info:
         shipped_path(3, "small")
     msg = str(info.value)
     assert "\n" not in msg and "x3" in msg and "--weights" in msg and str(tmp_path) in msg
     monkeypatch.setenv("NALASR_WEIGHTS", str(tmp_path / "does-not-exist"))
+    settings.reload()  # nalasr reads the environment once
     with pytest.raises(WeightsError):
         shipped_path(4)
 
@@ -309,6 +312,7 @@ def test_shipped_path_missing(tmp_path, monkeypatch):
 def test_shipped_dir_override_and_load_model(tmp_path, monkeypatch, saved):
     model, path = saved
     monkeypatch.setenv("NALASR_WEIGHTS", str(tmp_path))
+    settings.reload()  # nalasr reads the environment once
     target = tmp_path / shipped_name("small", 2)
     assert target.name == "nalasr_small_x2.safetensors"
     target.write_bytes(path.read_bytes())
@@ -325,6 +329,7 @@ def test_shipped_dir_override_and_load_model(tmp_path, monkeypatch, saved):
 def test_load_model_with_weights_path(saved, monkeypatch, tmp_path):
     model, path = saved
     monkeypatch.setenv("NALASR_WEIGHTS", str(tmp_path))  # nothing shipped there: the path alone must do
+    settings.reload()  # nalasr reads the environment once
     loaded = nalasr.load_model(scale=2, weights=path, device="cpu")
     x = torch.rand(1, 3, 3, 4)
     with torch.no_grad():

@@ -18,15 +18,17 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from nalasr.model import DEFAULT_VARIANT, SCALES, VARIANTS  # noqa: E402
-from nalasr.weights import load_weights, read_header, save_weights, shipped_dir, shipped_name  # noqa: E402
+from nalasr.io.weights import load_weights, read_header, save_weights, shipped_dir, shipped_name  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 # Where each shipped variant's training run (checkpoint and log) lives in this repo.
-RUN_LOGS = {"default": "training/default_x234/log.jsonl", "small": "training/small_x234/log.jsonl"}
+RUN_LOGS = {"default": "training/default_v2/log.jsonl", "small": "training/small_x234/log.jsonl"}
 
-TRAINING_DATA = (
-    "T91 (91), BSD200 (200), McMaster (18) and 9 LIVE1 images: 318 HR images, 43.5 MP. "
-    "DIV2K is not available on the machines these weights were trained on."
+TRAINING_DATA = (  # a card written without --data says this (the training sets of ../shared/datasets)
+    "train/ (T91 91, BSD200 200, McMaster 18, 9 LIVE1: 318 images, 43.5 MP) and train_extra/ (285 photographs: "
+    "BSDS500's 200 test-split images and high-resolution photo wallpapers from Debian packages and public artwork "
+    "repositories, 232.6 MP): 603 HR images, 276 MP. DIV2K is not available on the machines these weights were "
+    "trained on."
 )
 
 
@@ -36,6 +38,7 @@ def main() -> None:
     ap.add_argument("--variant", default="default")
     ap.add_argument("--log", type=Path, help="training log.jsonl (validation curve)")
     ap.add_argument("--command", default="", help="the training command(s), for the card")
+    ap.add_argument("--data", default="", help="what the weights were trained on, for the card")
     ap.add_argument("--schedule", default="", help="how the steps were spent (sessions, restarts), for the card")
     a = ap.parse_args()
 
@@ -44,7 +47,7 @@ def main() -> None:
         path = shipped_dir() / shipped_name(a.variant, scale)
         model = load_weights(path, scale=scale)
         card = dict(model.card)  # type: ignore[attr-defined]
-        card["training_data"] = TRAINING_DATA
+        card["training_data"] = a.data or TRAINING_DATA
         card["training_command"] = a.command
         if a.schedule:
             card["training_schedule"] = a.schedule
@@ -76,7 +79,7 @@ def render(logs: dict[str, Path]) -> str:
         "# Shipped weights",
         "",
         "NaLaSR x2 / x3 / x4 per variant (`nalasr_{variant}_x{s}.safetensors`). Each file is safetensors with its",
-        "config and its card in the header; `nalasr models` lists them and `nalasr.weights.read_header(path)`",
+        "config and its card in the header; `nalasr models` lists them and `nalasr.io.weights.read_header(path)`",
         "returns (config, card).",
         "",
     ]
@@ -94,7 +97,7 @@ def render_variant(rows: list[tuple[int, dict]], variant: str, log: Path | None)
     lines = [
         f"## `{variant}` variant",
         "",
-        f"- Training data: {TRAINING_DATA}",
+        f"- Training data: {card0.get('training_data', TRAINING_DATA)}",
         f"- Iterations: {card0['iterations']} steps, one trunk trained jointly for x{card0.get('scales_trained_jointly')}"
         " (each step one scale, taking turns"
         + (f"; the last cycle {card0['scale_cycle']}" if "scale_cycle" in card0 else "")

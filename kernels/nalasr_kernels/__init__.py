@@ -1,4 +1,4 @@
-"""Fused Triton kernels for NaLa attention (DESIGN.md §2), beside the PyTorch reference in ``nalasr.ops.nala``.
+"""Fused Triton kernels for NaLa attention (docs/design.md §2), beside the PyTorch reference in ``nalasr.ops.nala``.
 
 This package never imports ``nalasr`` and imports fine without Triton: ``HAS_TRITON`` says whether the kernels
 can be built, and the Triton module (:mod:`nalasr_kernels.nala`) is only imported on first use, so importing
@@ -51,7 +51,7 @@ def _impl(module: str, name: str) -> Any:
 
 def nala_attention_triton(q, k, v, params: Any = None, rope_hw: tuple[int, int] | None = None,
                           rope_base: float = 100.0):
-    """Fused NaLa attention; see :func:`nalasr_kernels.nala.nala_attention_triton`."""
+    """Fused NaLa attention; see :func:`nalasr_kernels.nala.binding.nala_attention_triton`."""
     return _impl(".nala", "nala_attention_triton")(q, k, v, params, rope_hw, rope_base)
 
 

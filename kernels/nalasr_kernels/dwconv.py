@@ -5,7 +5,7 @@ depthwise conv (the CPE), a residual add and a LayerNorm as three more passes, e
 a 66–132 MB tensor. Here one program computes BLOCK_W pixels × all C channels of ROWS image rows: it sums the
 K·K shifted tiles in fp32 (the shifted reads overlap and hit in L1/L2), then applies the epilogue in registers
 and writes the result once. C is a compile-time constant (one compile per layer width): the channel mask folds
-away and loads vectorise for any C divisible by 8. H200, fp16, 540×960 (benchmarks/dwconv_gpu.py): 92, 182 and
+away and loads vectorise for any C divisible by 8. H200, fp16, 540×960: 92, 182 and
 196 µs for the three below at the model's C and K, against 757, 357 and 884 µs for cuDNN + PyTorch.
 
     dwconv_gelu_triton(x, weight, bias, ones_pad=0) -> y            y = GELU(dwconv(x) + bias)
@@ -22,15 +22,13 @@ rounding to x's dtype at the end; the kernels compute the same thing. The depthw
 
 from __future__ import annotations
 
-import os
-
 import torch
 import torch.nn.functional as F
 import triton
 import triton.language as tl
 from torch import Tensor
 
-from .layernorm import _normalize
+from .layernorm import normalize
 
 __all__ = ["dwconv_gated_norm_reference", "dwconv_gated_norm_triton", "dwconv_gelu_reference",
            "dwconv_gelu_triton", "dwconv_residual_norm_reference", "dwconv_residual_norm_triton"]
@@ -112,7 +110,7 @@ def _dwconv_residual_norm_fwd(X, WT, BIAS, LNW, LNB, S, N, BH, H, W, eps, C: tl.
         s, pix, pm, cols, cmask = _dw_tile(X, WT, tl.program_id(0) * ROWS + r, BH, H, W, C, KS, BLOCK_W, BC)
         s += tl.load(BIAS + cols, mask=cmask, other=0.0).to(tl.float32)[None, :]
         _store_out(S, s, pix, pm, cols, cmask, C, C)
-        n, _, _ = _normalize(s, pm[:, None] & cmask[None, :], cols, cmask, LNW, LNB, C, eps)
+        n, _, _ = normalize(s, pm[:, None] & cmask[None, :], cols, cmask, LNW, LNB, C, eps)
         _store_out(N, n, pix, pm, cols, cmask, C, C)
 
 
@@ -127,7 +125,7 @@ def _dwconv_gated_norm_fwd(X, WT, BIAS, O, G, LNW, LNB, Y, BH, H, W, eps, C: tl.
         offs, mask = _at(pix, pm, cols, cmask, C)
         acc += tl.load(BIAS + cols, mask=cmask, other=0.0).to(tl.float32)[None, :]
         acc += tl.load(O + offs, mask=mask, other=0.0).to(tl.float32)
-        n, _, _ = _normalize(acc, mask, cols, cmask, LNW, LNB, C, eps)
+        n, _, _ = normalize(acc, mask, cols, cmask, LNW, LNB, C, eps)
         g = tl.load(G + offs, mask=mask, other=0.0).to(tl.float32)
         _store_out(Y, n * (g / (1.0 + tl.exp(-g))), pix, pm, cols, cmask, C, YC)
 
@@ -156,12 +154,10 @@ def _taps(weight: Tensor, c: int, k: int) -> Tensor:
 
 
 # Launch shape: TILE fp32 accumulators a program (16 a thread at 4 warps; with one row of K shifted tiles in flight
-# this compiles for sm_90 to 54–114 registers and no spills for K ≤ 7, C ≤ 256; 4K took 100–255 and spilled) and
-# ROWS image rows a program. Module attributes (benchmarks/dwconv_gpu.py sweeps them; the environment variables
-# are for A/B runs of whole forwards in separate processes).
-TILE = int(os.environ.get("NALASR_DWCONV_TILE", "2048"))
-ROWS = int(os.environ.get("NALASR_DWCONV_ROWS", "2"))  # 2: 469 against 480 µs for the three ops, rows 1 (H200,
-# 540×960, benchmarks/results/h200/session7/dwconv.json; 4 to 16 rows and tiles 1K/4K were no better)
+# this compiles for sm_90 to 54–114 registers and no spills for K ≤ 7, C ≤ 256; 4K spills) and ROWS image rows a
+# program (2 rows beat 1; 4 to 16 rows and tiles of 1K or 4K were no faster, docs/kernels.md).
+TILE = 2048
+ROWS = 2
 
 
 def _block_w(c_pow2: int, w: int) -> int:

@@ -2,8 +2,7 @@
 
 Why: NaLaSR normalises (B, H, W, C) maps with C = 48–64 channels over up to 2M tokens. PyTorch's CUDA kernel
 gives every row its own thread block, so a 64-wide row keeps most threads idle: profiled on the H200 at
-540×960 LR it took 588 µs per call, 47% of the whole forward (benchmarks/results/h200/
-device_session2_2026-11-29.log). Here one program normalises BLOCK_M rows at once and reads and writes
+540×960 LR it took 588 µs per call, 47% of the whole forward. Here one program normalises BLOCK_M rows at once and reads and writes
 each element once, as a memory-bound op should.
 
 Same signature and math as ``torch.nn.functional.layer_norm(x, (C,), weight, bias, eps)`` (the reference):
@@ -21,7 +20,7 @@ __all__ = ["gated_norm_triton", "layer_norm_triton"]
 
 
 @triton.jit
-def _rows_tile(pid, M, C, BLOCK_M: tl.constexpr, BC: tl.constexpr):
+def rows_tile(pid, M, C, BLOCK_M: tl.constexpr, BC: tl.constexpr):
     """Rows [pid·BLOCK_M, +BLOCK_M) of an (M, C) row-major array: row/col masks, 2-D mask, element offsets."""
     rows = pid * BLOCK_M + tl.arange(0, BLOCK_M)
     cols = tl.arange(0, BC)
@@ -31,7 +30,7 @@ def _rows_tile(pid, M, C, BLOCK_M: tl.constexpr, BC: tl.constexpr):
 
 
 @triton.jit
-def _normalize(x, mask, cols, cmask, W, B, C, eps):
+def normalize(x, mask, cols, cmask, W, B, C, eps):
     """x (BLOCK_M, BC) fp32, 0 where masked → (x̂·w + b, per-row mean, per-row 1/σ), statistics over C columns."""
     mean = tl.sum(x, axis=1) / C
     xc = tl.where(mask, x - mean[:, None], 0.0)
@@ -46,9 +45,9 @@ def _normalize(x, mask, cols, cmask, W, B, C, eps):
 def _ln_fwd(X, W, B, Y, MEAN, RSTD, M, C, eps,
             BLOCK_M: tl.constexpr, BC: tl.constexpr):
     """Rows [pid·BLOCK_M, +BLOCK_M) of X (M, C) → Y; also the per-row mean and 1/σ for the backward."""
-    rows, cols, rmask, cmask, mask, offs = _rows_tile(tl.program_id(0), M, C, BLOCK_M, BC)
+    rows, cols, rmask, cmask, mask, offs = rows_tile(tl.program_id(0), M, C, BLOCK_M, BC)
     x = tl.load(X + offs, mask=mask, other=0.0).to(tl.float32)
-    y, mean, rstd = _normalize(x, mask, cols, cmask, W, B, C, eps)
+    y, mean, rstd = normalize(x, mask, cols, cmask, W, B, C, eps)
     tl.store(Y + offs, y.to(Y.dtype.element_ty), mask=mask)
     tl.store(MEAN + rows, mean, mask=rmask)
     tl.store(RSTD + rows, rstd, mask=rmask)
@@ -62,7 +61,7 @@ def _ln_bwd(X, W, DY, MEAN, RSTD, DX, DW_PART, DB_PART, M, C,
     With x̂ = (x − μ)/σ and g = dy·w: dx = (g − mean(g) − x̂·mean(g·x̂)) / σ.
     """
     pid = tl.program_id(0)
-    rows, cols, rmask, cmask, mask, offs = _rows_tile(pid, M, C, BLOCK_M, BC)
+    rows, cols, rmask, cmask, mask, offs = rows_tile(pid, M, C, BLOCK_M, BC)
     x = tl.load(X + offs, mask=mask, other=0.0).to(tl.float32)
     dy = tl.load(DY + offs, mask=mask, other=0.0).to(tl.float32)
     mean = tl.load(MEAN + rows, mask=rmask, other=0.0)
@@ -83,15 +82,15 @@ def _gated_norm_fwd(O, L, G, W, B, Y, M, C, s_g, eps,
                     BLOCK_M: tl.constexpr, BC: tl.constexpr):
     """y = LayerNorm(o + l)·SiLU(g) for rows [pid·BLOCK_M, +BLOCK_M): o, l, y (M, C) row-major; g's rows are
     s_g elements apart (a C-wide slice of a wider projection). All of it in fp32, one rounding at the end."""
-    rows, cols, rmask, cmask, mask, offs = _rows_tile(tl.program_id(0), M, C, BLOCK_M, BC)
+    rows, cols, rmask, cmask, mask, offs = rows_tile(tl.program_id(0), M, C, BLOCK_M, BC)
     x = tl.load(O + offs, mask=mask, other=0.0).to(tl.float32) + tl.load(L + offs, mask=mask, other=0.0).to(tl.float32)
-    y, mean, rstd = _normalize(x, mask, cols, cmask, W, B, C, eps)
+    y, mean, rstd = normalize(x, mask, cols, cmask, W, B, C, eps)
     g = tl.load(G + rows[:, None].to(tl.int64) * s_g + cols[None, :], mask=mask, other=0.0).to(tl.float32)
     y = y * (g / (1.0 + tl.exp(-g)))
     tl.store(Y + offs, y.to(Y.dtype.element_ty), mask=mask)
 
 
-def _block_m(c_pow2: int) -> int:
+def rows_block(c_pow2: int) -> int:
     return max(1, 4096 // c_pow2)  # about 4K elements a program: enough work, registers to spare
 
 
@@ -104,7 +103,7 @@ class _LayerNorm(torch.autograd.Function):
             x2 = x2.contiguous()
         m = x2.shape[0]
         bc = triton.next_power_of_2(c)
-        block_m = _block_m(bc)
+        block_m = rows_block(bc)
         y = torch.empty_like(x2)
         mean = torch.empty(m, device=x.device, dtype=torch.float32)
         rstd = torch.empty(m, device=x.device, dtype=torch.float32)
@@ -117,7 +116,7 @@ class _LayerNorm(torch.autograd.Function):
         x2, weight, mean, rstd = ctx.saved_tensors
         m, c = x2.shape
         bc = triton.next_power_of_2(c)
-        block_m = _block_m(bc)
+        block_m = rows_block(bc)
         grid = triton.cdiv(m, block_m)
         dy2 = dy.reshape(-1, c).contiguous()
         dx = torch.empty_like(x2)
@@ -157,7 +156,7 @@ def gated_norm_triton(o: Tensor, lepe: Tensor, g: Tensor, weight: Tensor, bias: 
         g2 = g2.contiguous()
     m = o2.shape[0]
     bc = triton.next_power_of_2(c)
-    block_m = _block_m(bc)
+    block_m = rows_block(bc)
     y = torch.empty_like(o2)
     _gated_norm_fwd[(triton.cdiv(m, block_m),)](o2, l2, g2, weight, bias, y, m, c, g2.stride(0), eps,
                                                 BLOCK_M=block_m, BC=bc)

@@ -1,13 +1,17 @@
-"""``nalasr`` command line. Importing the command modules registers their commands on ``app``."""
+"""``nalasr`` command line: a Typer app (:mod:`.app`) and one module per command group.
 
-from . import info  # noqa: F401  (registers commands)
+Each command only parses its arguments and calls one library function. Importing a command module registers
+its commands on ``app``: COMMANDS below is the one list of them (a new command = a new module named here).
+Fixed choices are the Enum classes of :mod:`.choices`.
+"""
+
+from importlib import import_module
+
 from .app import app, main, run
 
-for _module in ("upscale", "evaluate", "train", "bench"):
-    try:
-        __import__(f"{__name__}.{_module}")
-    except ModuleNotFoundError as _e:  # a command whose module is not written yet
-        if _e.name != f"{__name__}.{_module}":
-            raise
+COMMANDS = ("info", "upscale", "evaluate", "train", "bench", "export", "diagnose")
 
-__all__ = ["app", "main", "run"]
+for _name in COMMANDS:
+    import_module(f"{__name__}.{_name}")
+
+__all__ = ["COMMANDS", "app", "main", "run"]

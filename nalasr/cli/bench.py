@@ -5,17 +5,17 @@ from __future__ import annotations
 import dataclasses
 import shlex
 from pathlib import Path
-from typing import Optional
+from typing import Annotated, Optional
 
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.console import Console
 from rich.table import Table
 
-from .. import bench as lib
-from .. import bench_report as report
+from ..bench import sweep as lib
+from ..bench import report
 from ..errors import BatchFailures, InputError
-from ..runtime import set_threads
+from ..inference.runtime import set_threads
 from .app import app, console, out
 
 _SWEEP_FLAGS = ("--sizes", "--scales", "--precisions", "--devices", "--variants", "--attention", "--find-max")
@@ -102,25 +102,25 @@ def _targets(checks: list[report.TargetCheck]) -> Table:
 
 @app.command("bench")
 def bench(
-    preset: Optional[str] = typer.Option(None, "--preset", help="A named sweep: 'cpu' (256x256 LR x4, the CPU target) or 'h200' (the GPU targets, NaLa vs softmax, largest size)."),
-    sizes: Optional[str] = typer.Option(None, "--sizes", help="LR sizes HxW, comma-separated. Default: 192x256,270x480,540x960,1080x1920 on CUDA; 48x48 on CPU."),
-    scales: Optional[str] = typer.Option(None, "--scales", help="Comma-separated scales from 2,3,4. Default: 4."),
-    precisions: Optional[str] = typer.Option(None, "--precisions", "--precision", help="Comma-separated: auto,fp32,fp16,bf16 (auto: fp16 on CUDA, fp32 on CPU). Default: auto."),
-    devices: Optional[str] = typer.Option(None, "--devices", "--device", help="Comma-separated: auto,cpu,cuda,cuda:N. Default: auto."),
-    variants: Optional[str] = typer.Option(None, "--variants", "--variant", help="Comma-separated model variants (small,default). Default: default."),
-    attention: Optional[str] = typer.Option(None, "--attention", help="Comma-separated: nala (=nala-auto), nala-triton, nala-reference, softmax-sdpa, softmax-materialised. Default: nala,softmax-sdpa,softmax-materialised."),
-    find_max: bool = typer.Option(False, "--find-max", help="Also grow each configuration's input until it no longer fits (CUDA only)."),
-    warmup: Optional[int] = typer.Option(None, "--warmup", help="Untimed forwards first. Default: 3 on CUDA, 1 on CPU."),
-    repeats: Optional[int] = typer.Option(None, "--repeats", help="Timed forwards; the median is reported. Default: 10 on CUDA, 3 on CPU."),
-    weights: Optional[Path] = typer.Option(None, "--weights", help="A weights file instead of random weights (its variant and scale are used)."),
-    threads: Optional[int] = typer.Option(None, "--threads", help="CPU threads for torch."),
-    max_forward_s: Optional[float] = typer.Option(None, "--max-forward-s", help="Skip a case predicted to take longer than this per forward. Default: 30."),
-    max_case_s: Optional[float] = typer.Option(None, "--max-case-s", help="Cut warm-up and repeats of one case to fit this. Default: 45."),
-    time_budget: Optional[float] = typer.Option(None, "--time-budget", help="Seconds for the whole sweep; later cases are recorded as skipped."),
-    json_path: Optional[Path] = typer.Option(None, "--json", help="Write the records and environment as JSON here."),
-    markdown_path: Optional[Path] = typer.Option(None, "--markdown", help="Write a markdown report here."),
-    plot_path: Optional[Path] = typer.Option(None, "--plot", help="Write a PNG of latency and peak memory against token count (needs matplotlib: the 'plot' extra)."),
-    cuda_graphs: bool = typer.Option(True, "--cuda-graphs/--no-cuda-graphs", help="On CUDA, time repeated forwards as upscale runs them: replayed from a CUDA graph (up to 540x960 LR). --no-cuda-graphs: eager PyTorch every time."),
+    preset: Annotated[Optional[str], typer.Option("--preset", help="A named sweep: 'cpu' (256x256 LR x4, the CPU target) or 'h200' (the GPU targets, NaLa vs softmax, largest size).")] = None,
+    sizes: Annotated[Optional[str], typer.Option("--sizes", help="LR sizes HxW, comma-separated. Default: 192x256,270x480,540x960,1080x1920 on CUDA; 48x48 on CPU.")] = None,
+    scales: Annotated[Optional[str], typer.Option("--scales", help="Comma-separated scales from 2,3,4. Default: 4.")] = None,
+    precisions: Annotated[Optional[str], typer.Option("--precisions", "--precision", help="Comma-separated: auto,fp32,fp16,bf16 (auto: fp16 on CUDA, fp32 on CPU). Default: auto.")] = None,
+    devices: Annotated[Optional[str], typer.Option("--devices", "--device", help="Comma-separated: auto,cpu,cuda,cuda:N. Default: auto.")] = None,
+    variants: Annotated[Optional[str], typer.Option("--variants", "--variant", help="Comma-separated model variants (small,default). Default: default.")] = None,
+    attention: Annotated[Optional[str], typer.Option("--attention", help="Comma-separated: nala (=nala-auto), nala-triton, nala-reference, softmax-sdpa, softmax-materialised. Default: nala,softmax-sdpa,softmax-materialised.")] = None,
+    find_max: Annotated[bool, typer.Option("--find-max", help="Also grow each configuration's input until it no longer fits (CUDA only).")] = False,
+    warmup: Annotated[Optional[int], typer.Option("--warmup", help="Untimed forwards first. Default: 3 on CUDA, 1 on CPU.")] = None,
+    repeats: Annotated[Optional[int], typer.Option("--repeats", help="Timed forwards; the median is reported. Default: 10 on CUDA, 3 on CPU.")] = None,
+    weights: Annotated[Optional[Path], typer.Option("--weights", help="A weights file instead of random weights (its variant and scale are used).")] = None,
+    threads: Annotated[Optional[int], typer.Option("--threads", help="CPU threads for torch.")] = None,
+    max_forward_s: Annotated[Optional[float], typer.Option("--max-forward-s", help="Skip a case predicted to take longer than this per forward. Default: 30.")] = None,
+    max_case_s: Annotated[Optional[float], typer.Option("--max-case-s", help="Cut warm-up and repeats of one case to fit this. Default: 45.")] = None,
+    time_budget: Annotated[Optional[float], typer.Option("--time-budget", help="Seconds for the whole sweep; later cases are recorded as skipped.")] = None,
+    json_path: Annotated[Optional[Path], typer.Option("--json", help="Write the records and environment as JSON here.")] = None,
+    markdown_path: Annotated[Optional[Path], typer.Option("--markdown", help="Write a markdown report here.")] = None,
+    plot_path: Annotated[Optional[Path], typer.Option("--plot", help="Write a PNG of latency and peak memory against token count (needs matplotlib: the 'plot' extra).")] = None,
+    cuda_graphs: Annotated[bool, typer.Option("--cuda-graphs/--no-cuda-graphs", help="On CUDA, time repeated forwards as upscale runs them: replayed from a CUDA graph (up to 540x960 LR). --no-cuda-graphs: eager PyTorch every time.")] = True,
 ) -> None:
     """Whole-image latency and peak memory of NaLaSR, beside the same network with softmax attention.
 

@@ -5,18 +5,19 @@ from __future__ import annotations
 import csv
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Optional
+from typing import Annotated, TYPE_CHECKING, Optional
 
 import typer
 from rich.progress import BarColumn, DownloadColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
 from ..errors import InputError
-from ..fsutil import atomic_write_with
+from ..io.fsutil import atomic_write_with
 from .app import app, console, out
+from .choices import ModelKind, Precision, Variant, value
 
 if TYPE_CHECKING:  # the library (torch, the model) is imported only when a command runs
-    from ..evaluate import EvalReport, SetReport
+    from ..eval.evaluate import EvalReport, SetReport
 
 datasets_app = typer.Typer(help="Benchmark datasets: where they are, and downloading them.", no_args_is_help=True)
 app.add_typer(datasets_app, name="datasets")
@@ -24,43 +25,25 @@ app.add_typer(datasets_app, name="datasets")
 
 @app.command("eval")
 def eval_cmd(
-    sets: list[str] = typer.Argument(..., metavar="NAME|FOLDER...",
-                                     help="set5, set14, bsd100 (b100), urban100, manga109, div2k-valid, or folders."),
-    scale: int = typer.Option(..., "--scale", "-s", help="2, 3 or 4."),
-    weights: Optional[Path] = typer.Option(None, "--weights", "-w", help="Weights file (default: the shipped ones)."),
-    variant: Optional[str] = typer.Option(None, help="Shipped variant (see `nalasr models`)."),
-    model_kind: str = typer.Option("nalasr", "--model", help="nalasr, or bicubic for the baseline row."),
-    device: str = typer.Option("auto", help="auto, cpu, cuda, cuda:N."),
-    precision: str = typer.Option("auto", help="auto (fp16 on CUDA, fp32 on CPU), fp32, fp16, bf16."),
-    data_root: Optional[Path] = typer.Option(None, "--data-root", help="Where named sets live (else $NALASR_DATA)."),
-    as_json: bool = typer.Option(False, "--json", help="Print the report as JSON instead of tables."),
-    csv_path: Optional[Path] = typer.Option(None, "--csv", help="Also write per-image rows and means to this CSV."),
-    save_dir: Optional[Path] = typer.Option(None, "--save-dir", help="Write the SR images (PNG) under this folder."),
-    crop12: bool = typer.Option(False, "--crop12", help="Crop HR to a multiple of 12 (old MATLAB tables)."),
-    self_ensemble: bool = typer.Option(False, "--self-ensemble",
-                                       help="Average the network over the 8 flips/rotations (8x the time)."),
+    sets: Annotated[list[str], typer.Argument(metavar="NAME|FOLDER...", help="set5, set14, bsd100 (b100), urban100, manga109, div2k-valid, or folders.")],
+    scale: Annotated[int, typer.Option("--scale", "-s", help="2, 3 or 4.")],
+    weights: Annotated[Optional[Path], typer.Option("--weights", "-w", help="Weights file (default: the shipped ones).")] = None,
+    variant: Annotated[Optional[Variant], typer.Option(help="Shipped variant (see `nalasr models`).")] = None,
+    model_kind: Annotated[ModelKind, typer.Option("--model", help="nalasr, or bicubic for the baseline row.")] = ModelKind.nalasr,
+    device: Annotated[str, typer.Option(help="auto, cpu, cuda, cuda:N.")] = "auto",
+    precision: Annotated[Precision, typer.Option(help="auto (fp16 on CUDA, fp32 on CPU), fp32, fp16, bf16.")] = Precision.auto,
+    data_root: Annotated[Optional[Path], typer.Option("--data-root", help="Where named sets live (else $NALASR_DATA).")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON instead of tables.")] = False,
+    csv_path: Annotated[Optional[Path], typer.Option("--csv", help="Also write per-image rows and means to this CSV.")] = None,
+    save_dir: Annotated[Optional[Path], typer.Option("--save-dir", help="Write the SR images (PNG) under this folder.")] = None,
+    crop12: Annotated[bool, typer.Option("--crop12", help="Crop HR to a multiple of 12 (old MATLAB tables).")] = False,
+    self_ensemble: Annotated[bool, typer.Option("--self-ensemble", help="Average the network over the 8 flips/rotations (8x the time).")] = False,
 ) -> None:
     """Score a model on benchmark sets with the standard protocol (MATLAB bicubic LR, Y PSNR/SSIM)."""
-    if scale not in (2, 3, 4):
-        raise InputError(f"--scale must be 2, 3 or 4, got {scale}")
-    if model_kind not in ("nalasr", "bicubic"):
-        raise InputError(f"--model must be nalasr or bicubic, got {model_kind!r}")
-    if model_kind == "bicubic" and (weights is not None or variant is not None or self_ensemble):
-        raise InputError("--weights/--variant/--self-ensemble do not apply to --model bicubic; drop them or use "
-                         "--model nalasr")
     if csv_path is not None and csv_path.is_dir():
         raise InputError(f"--csv {csv_path} is a folder; give a file path")
-    from ..datasets import resolve_set
-    from ..evaluate import evaluate
+    from ..eval.evaluate import evaluate_named
 
-    for s in sets:  # a bad name fails before weights are loaded
-        resolve_set(s, data_root)
-    if model_kind == "bicubic":
-        model: object = "bicubic"
-    else:
-        from ..api import load_model
-
-        model = load_model(scale, variant, weights, device)
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
                   console=console, transient=True) as bar:
         tasks: dict[str, int] = {}
@@ -70,9 +53,9 @@ def eval_cmd(
                 tasks[name] = bar.add_task(f"{name} x{scale}", total=total)
             bar.update(tasks[name], completed=done)
 
-        report = evaluate(model, list(sets), scale, data_root=data_root, device=device,  # type: ignore[arg-type]
-                          precision=precision, save_dir=save_dir, crop12=crop12, progress=progress,
-                          weights=str(weights) if weights else None, self_ensemble=self_ensemble)
+        report = evaluate_named(sets, scale, model=model_kind.value, weights=weights, variant=value(variant),
+                                device=device, precision=precision.value, data_root=data_root, save_dir=save_dir,
+                                crop12=crop12, self_ensemble=self_ensemble, progress=progress)
     if csv_path is not None:
         _write_csv(report, csv_path)
     if as_json:
@@ -131,12 +114,12 @@ def _write_csv(report: EvalReport, path: Path) -> None:
 
 @datasets_app.command("list")
 def datasets_list(
-    data_root: Optional[Path] = typer.Option(None, "--data-root", help="Data root (else $NALASR_DATA, else datasets/)."),
-    as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
+    data_root: Annotated[Optional[Path], typer.Option("--data-root", help="Data root (else $NALASR_DATA, else datasets/).")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
 ) -> None:
     """The known sets, where each is found under the data root, and which can be downloaded."""
-    from ..datasets import data_root as root_of
-    from ..datasets import list_sets
+    from ..eval.datasets import data_root as root_of
+    from ..eval.datasets import list_sets
 
     rows = list_sets(data_root)
     if as_json:
@@ -153,12 +136,12 @@ def datasets_list(
 
 @datasets_app.command("download")
 def datasets_download(
-    name: str = typer.Argument(..., help="set5, set14, bsd100, urban100 or div2k-valid."),
-    data_root: Optional[Path] = typer.Option(None, "--data-root", help="Data root (else $NALASR_DATA, else datasets/)."),
-    force: bool = typer.Option(False, "--force", help="Replace the set if it is already there."),
+    name: Annotated[str, typer.Argument(help="set5, set14, bsd100, urban100 or div2k-valid.")],
+    data_root: Annotated[Optional[Path], typer.Option("--data-root", help="Data root (else $NALASR_DATA, else datasets/).")] = None,
+    force: Annotated[bool, typer.Option("--force", help="Replace the set if it is already there.")] = False,
 ) -> None:
     """Download a set's public archive (pinned checksum, resumable) and unpack it under the data root."""
-    from ..datasets import download
+    from ..eval.datasets import download
 
     with Progress(TextColumn("{task.description}"), BarColumn(), DownloadColumn(), TimeRemainingColumn(),
                   console=console, transient=True) as bar:

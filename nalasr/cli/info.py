@@ -4,16 +4,18 @@ from __future__ import annotations
 
 import json
 
+from typing import Annotated
+
 import typer
 from rich.table import Table
 
 from ..model import SCALES, VARIANTS, count_params, create_model
-from ..weights import read_header, shipped_dir, shipped_name
+from ..io.weights import read_header, shipped_dir, shipped_name
 from .app import app, out
 
 
 @app.command("models")
-def models(as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table.")) -> None:
+def models(as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False) -> None:
     """List model variants, parameter counts per scale, and which shipped weights exist."""
     rows = []
     for variant in VARIANTS:

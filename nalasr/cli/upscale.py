@@ -1,9 +1,8 @@
-"""``nalasr upscale``: parse the arguments, run :func:`nalasr.upscaling.upscale_paths`, report."""
+"""``nalasr upscale``: parse the arguments, run :func:`nalasr.inference.upscaling.upscale_paths`, report."""
 
 from __future__ import annotations
 
 import json
-from enum import Enum
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -12,18 +11,11 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from ..errors import BatchFailures, InputError
-from ..imageio import DEFAULT_MAX_PIXELS, DEFAULT_QUALITY, EXTENSIONS
-from ..model import VARIANTS
-from ..ops import BACKENDS
-from ..runtime import set_threads
-from ..upscaling import BatchReport, ItemResult, upscale_paths
+from ..inference.runtime import set_threads
+from ..inference.upscaling import BatchReport, ItemResult, upscale_paths
+from ..io.imageio import DEFAULT_MAX_PIXELS, DEFAULT_QUALITY
 from .app import app, console, out
-
-# Enums rather than Literal: choices in --help with every Typer version the project allows.
-Precision = Enum("Precision", {p: p for p in ("auto", "fp32", "fp16", "bf16")}, type=str)  # type: ignore[misc]
-AttentionBackend = Enum("AttentionBackend", {b: b for b in BACKENDS}, type=str)  # type: ignore[misc]
-Ext = Enum("Ext", {e[1:]: e[1:] for e in EXTENSIONS}, type=str)  # type: ignore[misc]
-Variant = Enum("Variant", {v: v for v in VARIANTS}, type=str)  # type: ignore[misc]
+from .choices import AttentionBackend, Ext, Precision, Runtime, Variant, value
 
 
 @app.command("upscale")
@@ -31,7 +23,7 @@ def upscale_command(
     inputs: Annotated[list[str], typer.Argument(
         metavar="INPUT", show_default=False,
         help="Image files (read by content), folders, or globs such as 'photos/*.jpg' (quote them).")],
-    scale: Annotated[int, typer.Option("--scale", "-s", min=2, max=4, help="Upscaling factor: 2, 3 or 4.")] = 4,
+    scale: Annotated[int, typer.Option("--scale", "-s", help="Upscaling factor: 2, 3 or 4.")] = 4,
     output: Annotated[Optional[str], typer.Option(
         "--output", "-o", show_default=False,
         help="Output folder (created; mirrors subfolders with --recursive), or a file path for one input file. "
@@ -43,7 +35,7 @@ def upscale_command(
     device: Annotated[str, typer.Option("--device", help="auto, cpu, cuda or cuda:N.")] = "auto",
     precision: Annotated[Precision, typer.Option(
         "--precision", help="auto = fp16 on CUDA, fp32 on CPU. A non-finite half-precision output is redone in fp32.")
-    ] = Precision("auto"),
+    ] = Precision.auto,
     threads: Annotated[Optional[int], typer.Option(
         "--threads", min=1, show_default=False, help="CPU threads for PyTorch (default: PyTorch's choice).")] = None,
     recursive: Annotated[bool, typer.Option("--recursive", "-r", help="Include subfolders of folder inputs.")] = False,
@@ -59,7 +51,11 @@ def upscale_command(
     as_json: Annotated[bool, typer.Option("--json", help="Print machine-readable results on stdout.")] = False,
     attention_backend: Annotated[AttentionBackend, typer.Option(
         "--attention-backend", help="auto = fused Triton kernel on CUDA when available, else the PyTorch reference.")
-    ] = AttentionBackend("auto"),
+    ] = AttentionBackend.auto,
+    runtime: Annotated[Runtime, typer.Option(
+        "--runtime", help="torch: this package's network; onnxruntime: an exported --model FILE.onnx.")] = Runtime.torch,
+    onnx_model: Annotated[Optional[Path], typer.Option(
+        "--model", show_default=False, help="With --runtime onnxruntime: the file `nalasr export` wrote.")] = None,
     self_ensemble: Annotated[bool, typer.Option(
         "--self-ensemble", help="Average the network over the 8 flips/rotations of each image: a little more "
                                 "quality for 8x the time.")] = False,
@@ -67,16 +63,18 @@ def upscale_command(
     """Upscale images, whole (never tiled), and report size, latency and peak memory for each."""
     if skip_existing and overwrite:
         raise InputError("--skip-existing and --overwrite contradict each other: pick one")
+    if (runtime is Runtime.onnxruntime) != (onnx_model is not None):
+        raise InputError("--runtime onnxruntime and --model FILE.onnx go together")
     set_threads(threads)
     progress = _progress(enabled=console.is_terminal and not as_json)
     with progress:
         task = progress.add_task("upscaling", total=None)
         report = upscale_paths(
-            inputs, output, scale=scale, weights=weights, variant=variant.value if variant else None,
+            inputs, output, scale=scale, weights=weights, variant=value(variant),
             device=device, precision=precision.value, attention_backend=attention_backend.value,
-            recursive=recursive, ext=ext.value if ext else None, quality=quality,
+            recursive=recursive, ext=value(ext), quality=quality,
             existing="skip" if skip_existing else "overwrite" if overwrite else "fail", max_pixels=max_pixels,
-            self_ensemble=self_ensemble,
+            self_ensemble=self_ensemble, onnx=onnx_model,
             on_start=lambda n: progress.update(task, total=n),
             on_item=lambda item: _live(progress, task, item),
         )

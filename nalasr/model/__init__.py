@@ -1,4 +1,5 @@
-"""The NaLaSR network and its typed metadata."""
+"""The NaLaSR network (:mod:`.nalasr`), its typed metadata (:mod:`.spec`) and the softmax baseline mixer
+(:mod:`.softmax_mixer`, benchmarks only)."""
 
 from .nalasr import (
     DEFAULT_VARIANT,

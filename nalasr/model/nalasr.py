@@ -1,6 +1,8 @@
 """NaLaSR: a lightweight super-resolution network whose global token mixer is NaLa attention.
 
-Reads top to bottom: config, blocks, trunk, upsampler, model, variants, factory (DESIGN.md §3).
+Reads top to bottom: config, blocks, trunk, upsampler, model, variants, factory (docs/design.md).
+The blocks are the math; which kernel runs each step (fused on CUDA inference, plain PyTorch elsewhere) is
+decided in :mod:`nalasr.ops`.
 Inside the trunk features are kept token-major, (B, H, W, C): Linear layers act on the last axis and a
 permute to (B, C, H, W) is a free channels-last view for the depthwise convolutions.
 """
@@ -15,11 +17,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ..ops import (BACKENDS, Backend, NalaParams, bias_column_weight, conv2d_bias_add, depthwise_conv,
-                   dwconv_gated_norm, dwconv_gelu, dwconv_residual_norm, fused_dwconv_wanted, fused_gate_wanted,
-                   fused_residual_wanted, layer_norm, nala_attention)
-from ..ops import add_into as _add
-from ..ops import reusable as _reusable
+from .. import ops
+from ..ops import BACKENDS, Backend, NalaParams
 
 SCALES = (2, 3, 4)
 
@@ -89,49 +88,11 @@ class LayerNorm(nn.LayerNorm):
     """nn.LayerNorm over the last axis (same parameters), routed through :func:`nalasr.ops.layer_norm`."""
 
     def forward(self, x: Tensor) -> Tensor:
-        return layer_norm(x, self.weight, self.bias, self.eps)
+        return ops.layer_norm(x, self.weight, self.bias, self.eps)
 
 
-def _dwconv(x: Tensor, conv: nn.Conv2d) -> Tensor:
-    """Depthwise ``conv`` (padding K // 2) on a token-major map: (B, H, W, C) → (B, H, W, C)."""
-    return depthwise_conv(x, conv.weight, conv.bias)
-
-
-# Inference writes results into intermediates it owns (nalasr.ops.reusable / add_into, imported as _reusable /
-# _add); under autograd the plain out-of-place ops run, so training is unchanged.
-
-
-def _mul(buf: Tensor, other: Tensor) -> Tensor:
-    """buf · other."""
-    return buf.mul_(other) if _reusable(buf, other) else buf * other
-
-
-def _folded(lin: nn.Linear, gamma: Tensor) -> tuple[Tensor, Tensor]:
-    """lin's (C_out, C_in) weight and (C_out,) bias with the layer scale γ folded in: γ·lin(x) = x·Wᵀ + b of these.
-    Folding costs two C_out·C_in products and makes the residual update after it a plain add, which PyTorch
-    vectorises on CUDA, where x + γ·y with a broadcast γ runs the slow strided elementwise path
-    (benchmarks/fusion_gpu.py)."""
-    return lin.weight * gamma[:, None], lin.bias * gamma
-
-
-def _scaled_linear(x: Tensor, lin: nn.Linear, gamma: Tensor) -> Tensor:
-    """γ·lin(x) as one product (:func:`_folded`)."""
-    return F.linear(x, *_folded(lin, gamma))
-
-
-def _project(y: Tensor, lin: nn.Linear, gamma: Tensor, residual: Tensor | None = None) -> Tensor:
-    """γ·lin(y); with ``residual`` (a buffer the caller owns, no autograd): residual + γ·lin(y), in that buffer.
-
-    y (..., C_in), or (..., C_in + pad) from a fused kernel asked for the ones column: then the bias is the
-    weight of that column and one in-place GEMM (β = 1) does product, bias and residual add: the add pass, a
-    read of two maps and a write of one, goes away (nalasr.ops.fused_residual_wanted)."""
-    if residual is None:
-        return _scaled_linear(y, lin, gamma)
-    if y.shape[-1] == lin.in_features or not _reusable(residual, y, lin.weight):
-        return _add(residual, _scaled_linear(y[..., :lin.in_features], lin, gamma))
-    w = bias_column_weight(*_folded(lin, gamma), pad=y.shape[-1] - lin.in_features)
-    residual.view(-1, residual.shape[-1]).addmm_(y.reshape(-1, y.shape[-1]), w.t())
-    return residual
+# Every block takes its residual stream and returns it updated: x + γ·f(x). At inference the ops write into
+# the stream's buffer (which the block owns: CPE made it), so no (B, H, W, C) map is allocated per update.
 
 
 class NalaMixer(nn.Module):
@@ -146,9 +107,8 @@ class NalaMixer(nn.Module):
         self.proj = nn.Linear(cfg.dim, cfg.dim)
         self.backend: Backend = "auto"
 
-    def forward(self, x: Tensor, out_scale: Tensor, residual: Tensor | None = None) -> Tensor:
-        """x: (B, H, W, C) → out_scale·Mixer(x), (B, H, W, C); out_scale (C,) is the block's layer scale. With
-        ``residual`` (inference, a buffer the caller owns): residual + out_scale·Mixer(x), in that buffer."""
+    def forward(self, x: Tensor, gamma: Tensor, residual: Tensor) -> Tensor:
+        """residual + γ·Mixer(x): x, residual (B, H, W, C), γ (C,) the block's layer scale."""
         b, h, w, c = x.shape
         # Four C-wide products instead of one 4C-wide, the same numbers: q, k, v, g come out contiguous, so the
         # attention, LePE and the gate read them densely (strided views of one (B, H, W, 4C) output put SiLU, the
@@ -157,18 +117,13 @@ class NalaMixer(nn.Module):
         q, k, v, g = (F.linear(x, wt, bs) for wt, bs in zip(self.qkvg.weight.chunk(4), self.qkvg.bias.chunk(4)))
         heads = (b, h * w, self.cfg.heads, self.cfg.head_dim)
         o = self._attend(q.reshape(heads), k.reshape(heads), v.reshape(heads), (h, w))  # may be a head-major view
-        if fused_gate_wanted(x):  # norm(o + LePE)·SiLU(g) in one pass (with LePE's conv too unless NALASR_FUSED_DWCONV=0)
-            gated = dwconv_gated_norm(v, self.lepe.weight, self.lepe.bias, o.reshape(b, h, w, c), g,
-                                      self.norm.weight, self.norm.bias, self.norm.eps, ones_column=residual is not None)
-            return _project(gated, self.proj, out_scale, residual)
-        # LePE(v) + o, summed in the conv's token-major output (o itself is never copied to token-major).
-        o = _add(_dwconv(v, self.lepe).reshape(heads), o).reshape(b, h, w, c)
-        gate = F.silu(g, inplace=_reusable(g))
-        return _project(_mul(self.norm(o), gate), self.proj, out_scale, residual)
+        y = ops.lepe_gated_norm(v, self.lepe.weight, self.lepe.bias, o, g, self.norm.weight, self.norm.bias,
+                                self.norm.eps)  # LayerNorm(o + LePE(v))·SiLU(g)
+        return ops.linear_residual(y, self.proj.weight, self.proj.bias, gamma, residual)
 
     def _attend(self, q: Tensor, k: Tensor, v: Tensor, hw: tuple[int, int]) -> Tensor:
         """(B, N, H, D) × 3 → (B, N, H, D) on the (rows, cols) token grid ``hw``."""
-        return nala_attention(q, k, v, self.cfg.nala, rope_hw=hw if self.cfg.rope else None, backend=self.backend)
+        return ops.nala_attention(q, k, v, self.cfg.nala, rope_hw=hw if self.cfg.rope else None, backend=self.backend)
 
 
 class ConvFFN(nn.Module):
@@ -181,15 +136,10 @@ class ConvFFN(nn.Module):
         self.dw = nn.Conv2d(hidden, hidden, 3, padding=1, groups=hidden)
         self.fc2 = nn.Linear(hidden, dim)
 
-    def forward(self, x: Tensor, out_scale: Tensor, residual: Tensor | None = None) -> Tensor:
-        """x: (B, H, W, C) → out_scale·FFN(x); out_scale (C,) is the block's layer scale. With ``residual``
-        (inference, a buffer the caller owns): residual + out_scale·FFN(x), in that buffer."""
-        h = self.fc1(x)
-        if fused_dwconv_wanted(h):  # conv, bias and GELU in one pass
-            a = dwconv_gelu(h, self.dw.weight, self.dw.bias, ones_column=residual is not None)
-            return _project(a, self.fc2, out_scale, residual)
-        h = _dwconv(h, self.dw)
-        return _project(torch.ops.aten.gelu_(h) if _reusable(h) else F.gelu(h), self.fc2, out_scale, residual)
+    def forward(self, x: Tensor, gamma: Tensor, residual: Tensor) -> Tensor:
+        """residual + γ·FFN(x): x, residual (B, H, W, C), γ (C,) the block's layer scale."""
+        a = ops.conv_gelu(self.fc1(x), self.dw.weight, self.dw.bias)  # GELU(DWConv(fc1 x)), (B, H, W, hidden)
+        return ops.linear_residual(a, self.fc2.weight, self.fc2.bias, gamma, residual)
 
 
 class NalaBlock(nn.Module):
@@ -206,17 +156,11 @@ class NalaBlock(nn.Module):
         self.gamma2 = nn.Parameter(torch.full((cfg.dim,), cfg.layerscale))
 
     def forward(self, x: Tensor) -> Tensor:
-        if fused_dwconv_wanted(x):  # x + CPE(x) and its LayerNorm in one pass
-            x, h = dwconv_residual_norm(x, self.cpe.weight, self.cpe.bias, self.norm1.weight, self.norm1.bias,
+        # x + CPE(x) and LN of it; a new tensor: the caller's x is left alone.
+        x, h = ops.dwconv_residual_norm(x, self.cpe.weight, self.cpe.bias, self.norm1.weight, self.norm1.bias,
                                         self.norm1.eps)
-        else:
-            x = _add(_dwconv(x, self.cpe), x)  # x + CPE(x): a new tensor, the caller's x is left alone
-            h = self.norm1(x)
-        if fused_residual_wanted(x):  # x is a fresh buffer here: both residual updates go into it, in place
-            x = self.mixer(h, self.gamma1, residual=x)
-            return self.ffn(self.norm2(x), self.gamma2, residual=x)
-        x = _add(x, self.mixer(h, self.gamma1))
-        return _add(x, self.ffn(self.norm2(x), self.gamma2))
+        x = self.mixer(h, self.gamma1, residual=x)
+        return self.ffn(self.norm2(x), self.gamma2, residual=x)
 
 
 class ResidualGroup(nn.Module):
@@ -229,7 +173,7 @@ class ResidualGroup(nn.Module):
 
     def forward(self, x: Tensor) -> Tensor:
         y = self.blocks(x).permute(0, 3, 1, 2)
-        return conv2d_bias_add(y, self.conv.weight, self.conv.bias, x.permute(0, 3, 1, 2)).permute(0, 2, 3, 1)
+        return ops.conv2d_bias_add(y, self.conv.weight, self.conv.bias, x.permute(0, 3, 1, 2)).permute(0, 2, 3, 1)
 
 
 # ------------------------------------------------------------------------------------------------ model
@@ -248,9 +192,9 @@ class Trunk(nn.Module):
         # A channels-last image (3 channels: a cheap copy) makes the head conv's output channels-last, so
         # the token-major stream below is contiguous. From an NCHW feature map every block would work on a
         # transposed view: LayerNorm copies it, and each residual update reads/writes across the layout.
-        feat = conv2d_bias_add(x.contiguous(memory_format=torch.channels_last), self.head.weight, self.head.bias)
+        feat = ops.conv2d_bias_add(x.contiguous(memory_format=torch.channels_last), self.head.weight, self.head.bias)
         deep = self.groups(feat.permute(0, 2, 3, 1)).permute(0, 3, 1, 2)
-        return conv2d_bias_add(deep, self.tail.weight, self.tail.bias, feat)
+        return ops.conv2d_bias_add(deep, self.tail.weight, self.tail.bias, feat)
 
 
 class Upsampler(nn.Sequential):
@@ -266,7 +210,7 @@ class Upsampler(nn.Sequential):
 def reconstruct(x: Tensor, trunk: Trunk, upsampler: Upsampler, scale: int) -> Tensor:
     """Bilinear upsampling of x plus the learned detail: (B, 3, H, W) → (B, 3, sH, sW)."""
     base = F.interpolate(x, scale_factor=scale, mode="bilinear", align_corners=False)
-    return _add(base, upsampler(trunk(x)))  # into base's buffer: the output keeps x's (NCHW) layout
+    return ops.residual_add(base, upsampler(trunk(x)))  # into base's buffer: the output keeps x's (NCHW) layout
 
 
 class NaLaSR(nn.Module):

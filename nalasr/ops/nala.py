@@ -1,6 +1,6 @@
 """NaLa attention (norm-aware linear attention): the plain PyTorch reference.
 
-This file is the single source of truth for the math (DESIGN.md §2). The fused Triton kernels in
+This file is the single source of truth for the math (docs/design.md §2). The fused Triton kernels in
 ``nalasr_kernels`` have the same signature and are tested against :func:`nala_attention_reference`.
 
 Per head, with d = head dim and x = ‖x‖·dir(x):
@@ -50,7 +50,7 @@ def _compute_dtype(x: Tensor) -> torch.dtype:
 
 @dataclass(frozen=True)
 class NalaParams:
-    """Hyper-parameters of the NaLa feature maps (DESIGN.md §2)."""
+    """Hyper-parameters of the NaLa feature maps (docs/design.md §2)."""
 
     lam: float = 3.0  # λ: key power, and the scale of the query power
     tau: float = 0.5  # τ: offset of the query power, p ∈ [λτ, λ(τ+1))
@@ -97,7 +97,7 @@ def _magnitude_and_angle(x: Tensor, *, query: bool, params: NalaParams) -> tuple
     if query:
         # The exponent depends on ‖q‖: this is what keeps the query norm from cancelling.
         power = params.lam * (params.tau + torch.tanh(ss * inv))
-        mag = _pow(direction.abs(), power, positive=params.lam > 0 and params.tau > 0)
+        mag = nonneg_pow(direction.abs(), power, positive=params.lam > 0 and params.tau > 0)
     else:
         mag = x.abs().pow_(params.lam)  # in place on abs's own output: fine under autograd too
     # θ = (π/4)·tanh(α·dir); α·x with α = 1 is x itself, so that multiply is skipped (no bit changes).
@@ -114,7 +114,7 @@ def _magnitude_and_angle(x: Tensor, *, query: bool, params: NalaParams) -> tuple
 _ALPHA_CAP_FREE = 4.0
 
 
-def _pow(base: Tensor, exponent: Tensor, *, positive: bool) -> Tensor:
+def nonneg_pow(base: Tensor, exponent: Tensor, *, positive: bool) -> Tensor:
     """base ** exponent for base ≥ 0, with an exponent per token broadcast over the last axis.
 
     torch.pow with a broadcast tensor exponent is not vectorised on CPU; exp(exponent·log base) is ~10×

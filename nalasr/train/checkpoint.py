@@ -9,7 +9,7 @@ from typing import Any
 
 import torch
 
-from ..fsutil import atomic_path
+from ..io.fsutil import atomic_path
 
 _NAME = re.compile(r"^ckpt_(\d{8})\.pt$")
 # atomic_path's temporary files for ckpt_*.pt and best.pt: a process killed while saving leaves one behind

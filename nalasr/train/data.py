@@ -14,9 +14,9 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from ..datasets import read_image
+from ..eval.datasets import read_image
 from ..errors import InputError
-from ..protocol import imresize
+from ..eval.protocol import imresize
 
 # LR pixels of context cropped around each patch before the bicubic downscale: the antialiased kernel
 # reaches 2 LR pixels each side, so with this margin a patch's LR equals the whole image's LR there.

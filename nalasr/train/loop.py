@@ -10,6 +10,7 @@ step, data generator, RNG states), so a killed run resumes exactly where its las
 from __future__ import annotations
 
 import contextlib
+from contextlib import AbstractContextManager
 from concurrent.futures import ThreadPoolExecutor
 import copy
 import gc
@@ -26,12 +27,13 @@ import torch.distributed as dist
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from .. import settings
 from ..errors import InputError, NalasrError
-from ..fsutil import atomic_write_bytes
-from ..runtime import resolve_device
-from ..weights import load_weights, save_weights, shipped_name
+from ..io.fsutil import atomic_write_bytes
+from ..inference.runtime import resolve_device
+from ..io.weights import load_weights, save_weights, shipped_name
 from .checkpoint import list_checkpoints, load_latest, mark_best, save_best, save_checkpoint
-from .config import TrainConfig, to_toml
+from .config import TrainConfig, load_toml, to_toml
 from .data import MARGIN, PatchSampler, decode_rgb, find_images
 from .multiscale import MultiScaleNaLaSR
 from .validate import Validator
@@ -63,10 +65,10 @@ class Dist:
 
 
 def _init_dist(device_pref: str) -> tuple[Dist, torch.device]:
-    world = int(os.environ.get("WORLD_SIZE", "1"))
+    env = settings.get()
+    world, rank, local = env.world_size, env.rank, env.local_rank
     if world == 1:
         return Dist(), resolve_device(device_pref)
-    rank, local = int(os.environ["RANK"]), int(os.environ.get("LOCAL_RANK", "0"))
     use_cuda = torch.cuda.is_available() and device_pref != "cpu"
     if use_cuda:
         torch.cuda.set_device(local)
@@ -105,7 +107,7 @@ class Trainer:
     def __init__(self, cfg: TrainConfig, *, resume: bool = False, log: Callable[[str], None] = print) -> None:
         cfg.validate()
         self.cfg, self.log = cfg, log
-        world = int(os.environ.get("WORLD_SIZE", "1"))
+        world = settings.get().world_size
         if cfg.batch % world:
             raise InputError(f"batch {cfg.batch} does not split over {world} processes")
         self.dist, self.device = _init_dist(cfg.device)
@@ -445,6 +447,39 @@ def train(cfg: TrainConfig, *, resume: bool = False, log: Callable[[str], None] 
         return trainer.run(progress)
 
 
+# A display for the main process: given the config and the starting step, a context manager that yields the
+# (log, progress) callbacks to use while the run lasts (the CLI's progress bar).
+Display = Callable[[TrainConfig, int], AbstractContextManager[tuple[Callable[[str], None], Callable[[dict[str, Any]], None]]]]
+
+
+def run_config(options: dict[str, Any], *, config_file: str | Path | None = None, resume: bool = False) -> TrainConfig:
+    """The config of ``nalasr train``: the resumed run's own settings (with ``resume`` and a checkpoint in
+    ``options["out"]``), then ``config_file``'s fields, then the ``options`` that are not None."""
+    fields: dict[str, Any] = {}
+    out = options.get("out")
+    if resume and out is not None and list_checkpoints(Path(out) / "checkpoints"):
+        fields = resume_config(out).to_dict()
+    if config_file is not None:
+        fields.update(load_toml(config_file))
+    fields.update({k: v for k, v in options.items() if v is not None})
+    cfg = TrainConfig.from_dict(fields)
+    if not cfg.data:
+        raise InputError("no training data: pass --data DIR (a folder of HR images, or a DIV2K root)")
+    return cfg
+
+
+def train_with_options(options: dict[str, Any], *, config_file: str | Path | None = None, resume: bool = False,
+                       log: Callable[[str], None] = print, display: Display | None = None) -> TrainResult:
+    """``nalasr train``: :func:`run_config`, then the run; ``display`` (main process only) shows its progress.
+    Everything that can be wrong with the input fails before the display starts."""
+    cfg = run_config(options, config_file=config_file, resume=resume)
+    with Trainer(cfg, resume=resume, log=log) as trainer:
+        if display is None or not trainer.dist.main:  # one display per run: rank 0's
+            return trainer.run()
+        with display(cfg, trainer.step) as (trainer.log, progress):
+            return trainer.run(progress)
+
+
 def resume_config(out: str | Path) -> TrainConfig:
     """The config a run folder was started with (from its newest checkpoint)."""
     found = load_latest(Path(out) / "checkpoints")
@@ -502,4 +537,4 @@ def _tensorboard(out: Path):
     return SummaryWriter(str(out / "tb"))
 
 
-__all__ = ["TrainResult", "Trainer", "lr_at", "resume_config", "train"]
+__all__ = ["Display", "TrainResult", "Trainer", "lr_at", "resume_config", "run_config", "train", "train_with_options"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from ..evaluate import PreparedSet, prepare_set, quick_score
+from ..eval.evaluate import PreparedSet, prepare_set, quick_score
 from .multiscale import MultiScaleNaLaSR
 
 

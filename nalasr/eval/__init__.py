@@ -1,0 +1,1 @@
+"""Scoring: the evaluation protocol (:mod:`.protocol`), benchmark sets (:mod:`.datasets`), runs (:mod:`.evaluate`)."""

@@ -1,0 +1,1 @@
+"""Interop and insight: ONNX export (onnx.py) and the query-norm / entropy diagnostic (diagnose.py)."""

@@ -1,0 +1,1 @@
+"""Files: images (:mod:`.imageio`), weights files (:mod:`.weights`), atomic writes (:mod:`.fsutil`)."""
