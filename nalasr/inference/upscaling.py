@@ -301,23 +301,32 @@ def _collect(
     found: list[tuple[Path, Path | None] | ItemResult] = []
     for raw in inputs:
         text = os.fspath(raw)
+        if not text.strip():  # Path("") is the current folder: an unset shell variable must not upscale it
+            raise InputError("an input is empty (''): is a shell variable unset? Pass image files, folders or globs")
         path = Path(text)
         if path.is_dir():
-            files = _walk(path, recursive)
+            try:
+                files = _walk(path, recursive)
+            except OSError as e:
+                found.append(ItemResult(text, error=f"{text}: cannot read this folder ({e.strerror or e})"))
+                continue
             found += [(f, path) for f in files]
             if not files:
                 hint = "" if recursive else " (add --recursive to include subfolders)"
                 found.append(ItemResult(text, error=f"{text}: no {'/'.join(s[1:] for s in EXTENSIONS)} "
                                                        f"files in this folder{hint}"))
         elif path.exists():
-            found.append((path, None))
+            found.append((path, None) if path.is_file() else _not_regular(text))
         elif glob.has_magic(text):
             matches = sorted(glob.glob(text, recursive=True))
             for m in map(Path, matches):
                 if m.is_dir():
-                    found += [(f, m) for f in _walk(m, recursive)]
+                    try:
+                        found += [(f, m) for f in _walk(m, recursive)]
+                    except OSError as e:
+                        found.append(ItemResult(str(m), error=f"{m}: cannot read this folder ({e.strerror or e})"))
                 else:
-                    found.append((m, None))
+                    found.append((m, None) if m.is_file() else _not_regular(str(m)))
             if not matches:
                 found.append(ItemResult(text, error=f"{text}: no file matches this pattern"))
         else:
@@ -341,8 +350,10 @@ def _collect(
             entries.append(entry)
             continue
         f, root = entry
-        key = Path(os.path.realpath(f))
-        if key in seen:  # the same file named twice (e.g. by a path and a glob): do it once
+        # The same path named twice (e.g. by a path and a glob) is done once. Not resolved through symlinks: a
+        # link beside its target is an input of its own, and taking one for the other would drop the target.
+        key = Path(os.path.abspath(f))
+        if key in seen:
             continue
         seen.add(key)
         if out_root is None:
@@ -352,6 +363,11 @@ def _collect(
         else:
             entries.append(_Job(f, out_root / (f.parent.relative_to(root) if root is not None else Path())))
     return entries
+
+
+def _not_regular(text: str) -> ItemResult:
+    """A FIFO, socket or device named as an input: reading it could block forever, so it is refused."""
+    return ItemResult(text, error=f"{text}: not a regular file (a pipe, socket or device); give image files")
 
 
 def _walk(folder: Path, recursive: bool) -> list[Path]:
