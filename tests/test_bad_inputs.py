@@ -81,3 +81,27 @@ def test_unreadable_folder_is_a_failed_item(tmp_path, tiny_x2):
     finally:
         locked.chmod(0o755)
     assert [i.status for i in report.items] == ["failed", "ok"] and "cannot read" in report.items[0].error
+
+
+def test_eval_save_dir_that_is_a_file_is_a_one_line_error(tmp_path, capsys):
+    hr = tmp_path / "set"
+    hr.mkdir()
+    Image.fromarray(np.random.default_rng(1).integers(0, 256, (24, 24, 3), dtype=np.uint8)).save(hr / "a.png")
+    (tmp_path / "file").write_text("x")
+    for bad in (tmp_path / "file", tmp_path / "file" / "sub"):
+        assert run(["eval", str(hr), "-s", "2", "--model", "bicubic", "--save-dir", str(bad)]) == 2
+        err = capsys.readouterr().err
+        assert "--save-dir" in err and "Traceback" not in err
+    assert (tmp_path / "file").read_text() == "x"
+
+
+def test_train_out_that_is_a_file_is_a_one_line_error(tmp_path, capsys):
+    data = tmp_path / "hr"
+    data.mkdir()
+    _png(data / "a.png")
+    (tmp_path / "file").write_text("x")
+    for bad in (tmp_path / "file", tmp_path / "file" / "run"):
+        assert run(["train", "--data", str(data), "-o", str(bad), "--steps", "1", "--device", "cpu"]) == 2
+        err = capsys.readouterr().err
+        assert "--out" in err and "Traceback" not in err
+    assert (tmp_path / "file").read_text() == "x"

@@ -25,7 +25,7 @@ from torch import Tensor, nn
 from . import protocol as P
 from .datasets import EvalSet, read_image, resolve_set
 from ..errors import DatasetError, InputError, WeightsError
-from ..io.fsutil import atomic_write_with
+from ..io.fsutil import atomic_write_with, writable_folder
 from ..inference.ensemble import SelfEnsemble, ensemble_of
 from ..inference.infer import run_model
 from ..inference.runtime import PeakMemory, check_scale, dtype_name, resolve_device, resolve_dtype, sync
@@ -289,6 +289,8 @@ def evaluate(model: Model, sets: list[str | os.PathLike], scale: int, *,
     check_scale(scale)
     if not sets:
         raise InputError("no set given: name one (set5, set14, bsd100, urban100, ...) or a folder of HR images")
+    if save_dir is not None:
+        writable_folder(save_dir, "--save-dir")
     dev = resolve_device(device)
     dtype = resolve_dtype(precision, dev) if isinstance(model, nn.Module) else torch.float64
     if isinstance(model, nn.Module):

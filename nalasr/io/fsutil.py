@@ -63,3 +63,21 @@ def _fsync_dir(folder: Path) -> None:
             os.fsync(fd)
         finally:
             os.close(fd)
+
+
+def writable_folder(path: str | os.PathLike, what: str) -> Path:
+    """``path`` as a folder this process can write in, created if missing; a one-line InputError otherwise.
+
+    Checked before a long job starts, so a bad output place fails in a second, not after the work."""
+    from ..errors import InputError
+
+    folder = Path(path)
+    if folder.exists() and not folder.is_dir():
+        raise InputError(f"{what} {folder} is an existing file: give a folder")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=folder):
+            pass
+    except OSError as e:
+        raise InputError(f"{what} {folder}: cannot write there ({e.strerror or e}); give a writable folder") from None
+    return folder

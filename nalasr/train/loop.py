@@ -29,7 +29,7 @@ from torch import Tensor, nn
 
 from .. import settings
 from ..errors import InputError, NalasrError
-from ..io.fsutil import atomic_write_bytes
+from ..io.fsutil import atomic_write_bytes, writable_folder
 from ..inference.runtime import resolve_device
 from ..io.weights import load_weights, save_weights, shipped_name
 from .checkpoint import list_checkpoints, load_latest, mark_best, save_best, save_checkpoint
@@ -120,7 +120,7 @@ class Trainer:
 
     def _setup(self, resume: bool) -> None:
         cfg, log = self.cfg, self.log
-        self.out = Path(cfg.out)
+        self.out = writable_folder(cfg.out, "--out") if self.dist.main else Path(cfg.out)
         self.ckpt_dir = self.out / "checkpoints"
         if list_checkpoints(self.ckpt_dir) and not resume:
             raise InputError(f"{self.out} already holds checkpoints: pass --resume to continue, or another --out")
