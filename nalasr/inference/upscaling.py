@@ -18,6 +18,7 @@ from typing import Any, Literal, TypeVar
 
 import numpy as np
 import torch
+from torch import Tensor
 from PIL import Image
 
 from .loading import load_model
@@ -95,15 +96,21 @@ def upscale(
     raise InputError(f"upscale() takes a PIL image or a numpy array, not {type(image).__name__}")
 
 
+def lr_tensor(pixels: np.ndarray) -> tuple[Tensor, float]:
+    """(H, W, C) uint8/uint16 → its colour (or gray) channels as (1, 3 or 1, H, W) float32 in [0, 1], and the
+    maximum value they were divided by. An alpha channel is left out."""
+    maxval = 65535.0 if pixels.dtype == np.uint16 else 255.0
+    colour = pixels[..., :3] if pixels.shape[2] >= 3 else pixels[..., :1]
+    return torch.from_numpy(np.ascontiguousarray(colour, dtype=np.float32) / maxval).permute(2, 0, 1)[None], maxval
+
+
 def upscale_pixels(pixels: np.ndarray, model: NaLaSR | SelfEnsemble, dtype: torch.dtype) -> tuple[np.ndarray, ForwardStats]:
     """(H, W, C) uint8/uint16 → (s·H, s·W, C) of the same dtype, and the forward's timing and memory.
 
     Colour (or gray) goes through the model; an alpha channel is upscaled bicubic and re-attached.
     """
     c = pixels.shape[2]
-    maxval = 65535.0 if pixels.dtype == np.uint16 else 255.0
-    colour = pixels[..., :3] if c >= 3 else pixels[..., :1]
-    lr = torch.from_numpy(np.ascontiguousarray(colour, dtype=np.float32) / maxval).permute(2, 0, 1)[None]
+    lr, maxval = lr_tensor(pixels)
     sr, stats = run_model(model, lr, dtype)
     out = np.rint(sr[0].permute(1, 2, 0).cpu().numpy() * maxval).astype(pixels.dtype)
     if c in (2, 4):
@@ -305,10 +312,8 @@ def _collect(
             raise InputError("an input is empty (''): is a shell variable unset? Pass image files, folders or globs")
         path = Path(text)
         if path.is_dir():
-            try:
-                files = _walk(path, recursive)
-            except OSError as e:
-                found.append(ItemResult(text, error=f"{text}: cannot read this folder ({e.strerror or e})"))
+            files = _walk_or_fail(path, recursive, found)
+            if files is None:
                 continue
             found += [(f, path) for f in files]
             if not files:
@@ -321,10 +326,7 @@ def _collect(
             matches = sorted(glob.glob(text, recursive=True))
             for m in map(Path, matches):
                 if m.is_dir():
-                    try:
-                        found += [(f, m) for f in _walk(m, recursive)]
-                    except OSError as e:
-                        found.append(ItemResult(str(m), error=f"{m}: cannot read this folder ({e.strerror or e})"))
+                    found += [(f, m) for f in _walk_or_fail(m, recursive, found) or []]
                 else:
                     found.append((m, None) if m.is_file() else _not_regular(str(m)))
             if not matches:
@@ -368,6 +370,15 @@ def _collect(
 def _not_regular(text: str) -> ItemResult:
     """A FIFO, socket or device named as an input: reading it could block forever, so it is refused."""
     return ItemResult(text, error=f"{text}: not a regular file (a pipe, socket or device); give image files")
+
+
+def _walk_or_fail(folder: Path, recursive: bool, found: list) -> list[Path] | None:
+    """_walk, or None with a failed item appended to ``found`` when the folder cannot be listed."""
+    try:
+        return _walk(folder, recursive)
+    except OSError as e:
+        found.append(ItemResult(str(folder), error=f"{folder}: cannot read this folder ({e.strerror or e})"))
+        return None
 
 
 def _walk(folder: Path, recursive: bool) -> list[Path]:

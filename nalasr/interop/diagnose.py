@@ -205,13 +205,10 @@ def diagnose_image(
     """``nalasr diagnose``: the diagnostic of a model (shipped, or ``weights``) on one image file, taken as
     the model's LR input; the plot written to ``plot_path`` when given."""
     from .. import load_model
+    from ..inference.upscaling import lr_tensor
     from ..io.imageio import read_image
 
-    pixels = read_image(image).pixels
-    if pixels.ndim == 2:
-        pixels = np.repeat(pixels[..., None], 3, axis=2)
-    rgb = torch.from_numpy(np.array(pixels[..., :3])).permute(2, 0, 1)[None]  # a writable copy
-    lr = rgb.float() / float(np.iinfo(pixels.dtype).max)
+    lr = lr_tensor(read_image(image).pixels)[0].expand(-1, 3, -1, -1)  # gray: the model sees it as RGB
     model = load_model(scale, variant=variant, weights=weights, device=device)
     model.set_attention_backend("reference")  # the distributions are computed from q, k the plain path sees
     report = diagnose(model, lr.to(next(model.parameters()).device), samples=samples, seed=seed)
