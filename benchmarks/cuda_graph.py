@@ -7,7 +7,7 @@ import torch
 
 def capture(fn) -> torch.cuda.CUDAGraph:
     """One call of fn captured in a CUDA graph, after one call on a side stream (PyTorch's rule before a capture:
-    lazy initialisation and allocator warm-up must not land in the graph). Compile and autotune fn before."""
+    lazy initialisation and allocator warm-up must not land in the graph). Compile fn (and run any autotuning) before."""
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):

@@ -268,7 +268,7 @@ def _batch3_runs(dtype: str, device: str, ctx_of_run, **case) -> list[float]:
 def run_extras(device: str) -> dict:
     """Checks beyond parity: determinism, argument validation, the device math, the naive reference."""
     from nalasr.ops.nala import NalaParams, nala_attention_reference
-    from nalasr_kernels.nala import nala_attention_naive, nala_attention_triton, plan
+    from nalasr_kernels.nala import nala_attention_naive, nala_attention_triton
 
     out: dict = {}
     # Bitwise reproducible: the partial sums are combined in a fixed order (no atomics).
@@ -326,6 +326,7 @@ def run_extras(device: str) -> dict:
 
         b = nala_attention_triton(q, k, v, P())
     out["params_default"] = torch.equal(a, b)
+    out.update(_launch_config_extras(device))
     # The naive reference beside the kernel is the model's reference, with and without RoPE, in float64.
     for name, case in (("rope", "alpha20-lam2"), ("plain", "lam2.5-bigeps")):
         c = CASES[case]
@@ -335,6 +336,72 @@ def run_extras(device: str) -> dict:
         rope = tuple(c["rope"]) if c["rope"] else None
         out[f"naive_reference_{name}"] = rel_err(nala_attention_naive(q, k, v, p, rope),
                                                  nala_attention_reference(q, k, v, p, rope)) < 1e-6
+    return out
+
+
+def _launch_config_extras(device: str) -> dict:
+    """The tl.dot passes launch with the plan's config, configs.launch_config's (no autotuner, no TEST_CONFIG):
+    recorded through binding.TUNE (which then launches as binding does) on cases of every tl.dot pass and kind, the
+    same output and gradients bit for bit as the plain launch. And the opt-in autotuner (nala.tuning, what
+    benchmarks/kernel_configs.py runs) with a fake timer: a pick per pass, the fastest config of its pruned space,
+    gradients within tolerance, binding.TUNE None again after it."""
+    from nalasr_kernels.nala import binding, configs, nala_attention_triton, plan, tuning
+
+    out: dict = {}
+
+    def run(name: str, seed: int) -> list:
+        q, k, v, g, leaves = _make({**CASES[name], "config": None}, device, seed=seed)
+        with planned(None):
+            o = nala_attention_triton(q, k, v, None, tuple(CASES[name]["rope"]) if CASES[name]["rope"] else None)
+            o.backward(g)
+        return [o.detach()] + [t.grad for t in leaves]
+
+    def kind(pass_: str, meta: dict) -> str:
+        return {"fwd_map": configs.map_kind(meta.get("F16", False)),
+                "bwd_query": configs.query_kind(meta.get("EYE", False))}.get(pass_, "")
+
+    launched: list = []
+
+    def record(pass_, kernel, cfg, bucket, grid, args, meta):
+        launched.append((pass_, kind(pass_, meta), max(meta["BD"], meta["BDV"]), bucket, cfg))
+        kernel[grid](*args, **meta, **cfg.kwargs(compiled=not binding.INTERPRET))
+
+    same, table, seen = True, True, set()
+    for seed, name in enumerate(("bfloat16-N130-H1-D24-qkvg-rope", "float32-N130-H1-D24-qkvg-rope", "d8-dv5",
+                                 "bf16-model-views")):
+        plain = run(name, seed)
+        launched.clear()
+        with mock.patch.object(binding, "TUNE", record):
+            recorded = run(name, seed)
+        same &= all(torch.equal(a, b) for a, b in zip(plain, recorded))
+        c = CASES[name]
+        bucket = plan.pow2(c["B"] * c["N"] * c["H"])
+        table &= bool(launched) and all(b == bucket and cfg == configs.launch_config(p, kd, bd, b)
+                                        for p, kd, bd, b, cfg in launched)
+        seen |= {(p, kd) for p, kd, *_ in launched}
+    out["launch_config_is_the_tables"] = table
+    out["launch_config_output_unchanged"] = same
+    out["launch_config_every_pass_kind"] = seen == {(p, kd) for p in configs.PASSES for kd in configs.kinds(p)}
+    # the autotuner, timed by a fake: the n-th config benchmarked takes n ms, so the first one kept is the pick
+    ticks = iter(range(1, 1 << 30))
+
+    def fake_bench(fn, quantiles):
+        t = float(next(ticks))
+        return [t, t, t]
+
+    plain = run("d8-dv5", 9)
+    with tuning.autotuning(bench=fake_bench) as tuner:
+        assert binding.TUNE is tuner
+        tuned = run("d8-dv5", 9)
+    picks = list(tuner.picks.values())
+    ok = binding.TUNE is None and sorted(p.pass_ for p in picks) == sorted(configs.PASSES)
+    for p in picks:
+        kept = [cfg for cfg in tuning.space(p.pass_)
+                if configs.per_thread(cfg, p.bd) <= configs.PER_THREAD_LIMIT[p.pass_]]
+        ok &= list(p.times_ms) == kept and p.best == kept[0] and p.table == configs.launch_config(
+            p.pass_, p.kind, p.bd, p.bucket)
+    out["autotuner_tool_picks"] = ok
+    out["autotuner_tool_output"] = all(rel_err(b, a) <= TOL_GRAD["float32"] for a, b in zip(plain, tuned))
     return out
 
 

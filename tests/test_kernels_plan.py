@@ -203,3 +203,187 @@ def test_no_private_imports_across_files():
             if (isinstance(node, ast.Attribute) and node.attr.startswith("_") and not node.attr.startswith("__")
                     and isinstance(node.value, ast.Name) and node.value.id in modules):
                 raise AssertionError(f"{path}: {node.value.id}.{node.attr}")
+
+
+# -------------------------------------------------------------------------------- launch configs (no autotuning)
+
+DOT_PASSES = {"fwd_reduce": "fwd_reduce", "fwd_map": "fwd_map", "fwd_map_half2": "fwd_map", "bwd_query": "bwd_query",
+              "bwd_key": "bwd_key"}  # tl.dot variant → its pass in configs.PASSES / TABLE
+
+
+def _config_cases():
+    """(name, q, k, v, rope) over dtypes, head dims (odd ones, Dv ≠ D), layouts and token counts (odd ones); meta
+    tensors (shapes, strides and dtypes without memory: the plan reads nothing else, and 2 SMs as on the CPU)."""
+    meta = torch.device("meta")
+
+    def views(n, h=4, d=16, dtype=torch.float16, b=1):
+        x = torch.empty(b, n, 4 * h * d, dtype=dtype, device=meta)
+        return tuple(t.view(b, n, h, d) for t in x.chunk(4, dim=-1)[:3])
+
+    def dense_(n, h=4, d=16, dv=None, dtype=torch.float16):
+        return tuple(torch.empty(1, n, h, e, dtype=dtype, device=meta) for e in (d, d, dv or d))
+
+    for dtype in (torch.float16, torch.bfloat16, torch.float32):
+        for n in (1, 37, 4097, 49_152, 518_400):
+            for d in (8, 16, 17, 24, 32, 64):
+                for rope in (False, True):
+                    yield (f"{dtype}-N{n}-D{d}-rope{int(rope)}", *views(n, d=d, dtype=dtype), rope)
+    yield ("dv-differs", *dense_(1001, h=3, d=16, dv=40), False)
+    yield ("batch5-h3", *views(999, h=3, d=16, dtype=torch.bfloat16, b=5), False)
+    yield ("pair-map", *dense_(400_000, d=32), False)
+    yield ("pair-map-rope", *dense_(400_000, d=32), True)
+
+
+def _plans(plan, q, k, v, rope):
+    o = torch.empty(q.shape, dtype=q.dtype, device=q.device)
+    fp = plan.forward_plan(q, k, v, o, 3.0, 0.5, 1.0, rope)
+    grads = [torch.empty(t.shape, dtype=t.dtype, device=t.device) for t in (q, k, v)]
+    return fp, plan.backward_plan(q, k, v, o, *grads, 3.0, 0.5, 1.0, rope)
+
+
+def test_launch_configs_from_the_table(plan):
+    """Every pass of every plan names its launch config, chosen by rule and never benchmarked: the tl.dot passes
+    configs.launch_config's for their products, padded head width and token-count bucket, the pair map PAIR_TILE,
+    the register passes none (their tiles are fixed in their modules). Within the register limit the autotuner's
+    pruning kept, a power of two of at least 16 tokens that tiles every chunk; the same plan twice."""
+    from nalasr_kernels.nala import configs
+
+    seen = set()
+    for name, q, k, v, rope in _config_cases():
+        fp, bp = _plans(plan, q, k, v, rope)
+        assert (fp, bp) == _plans(plan, q, k, v, rope), name  # deterministic: frozen plans compare by value
+        b, n, h, _, _, bd, bdv = plan.dims(q, v)
+        bucket = plan.n_bucket(b, n, h)
+        kinds = {"fwd_map": configs.map_kind(fp.f16), "bwd_query": configs.query_kind(bp.eye_query)}
+        for launch in (fp.reduce, fp.map, bp.query, bp.key):
+            variant, cfg = launch.variant, launch.config
+            if variant in DOT_PASSES:
+                pass_ = DOT_PASSES[variant]
+                kind = kinds.get(pass_, "")
+                assert cfg == configs.launch_config(pass_, kind, max(bd, bdv), bucket), (name, variant)
+                assert configs.per_thread(cfg, max(bd, bdv)) <= configs.PER_THREAD_LIMIT[pass_], (name, variant)
+                seen.add((pass_, kind))
+            elif variant == "fwd_map_pair":
+                assert cfg == plan.PAIR_TILE, name
+                seen.add((variant, ""))
+            else:
+                assert variant.endswith("_rr") and cfg is None, (name, variant, cfg)
+                continue
+            assert isinstance(cfg, configs.LaunchConfig), (name, variant)
+            assert 16 <= cfg.block_n <= plan.MAX_BLOCK_N and cfg.block_n & (cfg.block_n - 1) == 0, (name, cfg)
+            assert cfg.num_warps in (1, 2, 4, 8) and cfg.num_stages in (None, 1, 2, 3), (name, cfg)
+            assert launch.chunk % cfg.block_n == 0, (name, variant, launch.chunk, cfg)
+    # every tl.dot pass and kind of the table, and the pair map, ran in some case
+    assert seen == {(p, k) for p in configs.PASSES for k in configs.kinds(p)} | {("fwd_map_pair", "")}, seen
+
+
+def test_config_table_is_complete_and_sound():
+    """configs.launch_config answers every pass, kind, head width and bucket (2^0 … 2^34), within the register
+    limits, the same each time; the table's rows start at bucket 0 and ascend; a width without its own row keeps the
+    BD = 16 pick's elements a thread; unknown passes, kinds and widths are refused."""
+    sys.path.insert(0, str(ROOT / "kernels"))
+    from nalasr_kernels.nala import configs
+
+    for (pass_, kind, bd), rows in configs.TABLE.items():
+        assert pass_ in configs.PASSES and kind in configs.kinds(pass_) and bd in configs.WIDTHS
+        starts = [s for s, _ in rows]
+        assert starts[0] == 0 and starts == sorted(set(starts)), (pass_, kind, bd)
+    for pass_ in configs.PASSES:
+        for kind in configs.kinds(pass_):
+            assert (pass_, kind, 16) in configs.TABLE
+            for bd in configs.WIDTHS:
+                for e in range(35):
+                    cfg = configs.launch_config(pass_, kind, bd, 1 << e)
+                    assert cfg == configs.launch_config(pass_, kind, bd, 1 << e)
+                    assert configs.per_thread(cfg, bd) <= configs.PER_THREAD_LIMIT[pass_], (pass_, kind, bd, cfg)
+                    assert cfg in configs.table_configs(pass_)
+                    if (pass_, kind, bd) not in configs.TABLE:
+                        base = configs.launch_config(pass_, kind, 16, 1 << e)
+                        assert configs.per_thread(cfg, bd) == configs.per_thread(base, 16), (pass_, kind, bd)
+    # the table as the autotuner picked it on the H200 (docs in configs.py), at the model's 2^21 bucket
+    got = {(p, k): str(configs.launch_config(p, k, 16, 1 << 21)) for p in configs.PASSES for k in configs.kinds(p)}
+    assert got == {("fwd_reduce", ""): "32x1x2", ("fwd_map", "f16"): "64x2x2", ("fwd_map", "tf32"): "64x4x2",
+                   ("bwd_query", "eye"): "16x1x2", ("bwd_query", "f32"): "32x2x2", ("bwd_key", ""): "64x4x2"}
+    for bad in (("fwd_map_rr", "", 16), ("fwd_map", "eye", 16), ("bwd_key", "", 128)):
+        with pytest.raises(KeyError):
+            configs.launch_config(*bad, 1 << 20)
+
+
+def test_table_from_autotuner_picks_round_trips():
+    """benchmarks/kernel_configs.py's table: picks → TABLE rows (runs merged, the first from bucket 0, widened rows
+    left out) → the literal, which reads back as the same table; the committed TABLE prints as itself."""
+    from types import SimpleNamespace as Pick
+
+    sys.path.insert(0, str(ROOT / "kernels"))
+    from nalasr_kernels.nala import configs
+
+    C = configs.LaunchConfig
+    ns = {"C": C, "LaunchConfig": C}
+    exec(configs.table_literal(configs.TABLE), ns)
+    assert ns["TABLE"] == configs.TABLE
+    picks = [Pick(pass_="bwd_key", kind="", bd=16, bucket=1 << e, best=C(64, 4, 2) if e < 20 else C(32, 4, 2, 128))
+             for e in (16, 18, 20, 21, 22)]
+    picks += [Pick(pass_="bwd_key", kind="", bd=32, bucket=1 << e, best=C(32, 4, 2) if e < 20 else C(16, 4, 2, 128))
+              for e in (16, 20, 22)]  # what widen() gives: no row of its own
+    picks += [Pick(pass_="fwd_map", kind="tf32", bd=64, bucket=1 << 21, best=C(32, 8, 1))]
+    table = configs.table_from_picks(picks, configs.TABLE)
+    assert table["bwd_key", "", 16] == ((0, C(64, 4, 2)), (1 << 20, C(32, 4, 2, 128)))
+    assert ("bwd_key", "", 32) not in table
+    assert table["fwd_map", "tf32", 64] == ((0, C(32, 8, 1)),)
+    assert table["fwd_reduce", "", 16] == configs.TABLE["fwd_reduce", "", 16]  # untouched rows kept
+    ns = {"C": C, "LaunchConfig": C}
+    exec(configs.table_literal(table), ns)
+    assert ns["TABLE"] == table
+    # two inputs sharing a row and bucket (float32, float16 with RoPE): the config of least summed slowdown
+    a, b, c = C(16, 1, 2), C(32, 2, 2), C(64, 4, 2)
+    two = [Pick(pass_="fwd_reduce", kind="", bd=16, bucket=1 << 18, best=a, times_ms={a: 1.0, b: 1.1, c: 3.0}),
+           Pick(pass_="fwd_reduce", kind="", bd=16, bucket=1 << 18, best=c, times_ms={a: 2.0, b: 1.2, c: 1.0})]
+    assert configs.best_overall(two) == b
+    assert configs.table_from_picks(two)["fwd_reduce", "", 16] == ((0, b),)
+
+
+def test_no_autotuner_on_the_inference_path(plan):
+    """No triton.autotune wrapper (nor heuristics) anywhere in nalasr_kernels but the opt-in nala.tuning, which no
+    other module imports; every kernel is a plain @triton.jit function; binding launches the plan's config, routing
+    to an autotuner only while a benchmark sets binding.TUNE (None otherwise)."""
+    import importlib
+
+    from triton.runtime.autotuner import Autotuner, Heuristics
+    from triton.runtime.interpreter import InterpretedFunction
+    from triton.runtime.jit import JITFunction
+
+    from nalasr_kernels.nala import binding, configs
+
+    kernels = 0
+    for path in _sources():
+        rel = path.relative_to(KERNELS.parent).with_suffix("")
+        name = ".".join(rel.parts[:-1] if rel.name == "__init__" else rel.parts)
+        text = path.read_text()
+        if name == "nalasr_kernels.nala.tuning":
+            continue
+        assert "triton.autotune" not in text and "triton.heuristics" not in text, path
+        tree = ast.parse(text)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom):
+                assert "tuning" not in (node.module or "") and "tuning" not in [a.name for a in node.names], path
+        module = importlib.import_module(name)
+        for attr, obj in vars(module).items():
+            assert not isinstance(obj, (Autotuner, Heuristics)), f"{name}.{attr}"
+            # a plain @triton.jit kernel (the interpreter's stand-in under TRITON_INTERPRET=1)
+            kernels += isinstance(obj, (JITFunction, InterpretedFunction)) and obj.fn.__module__ == name
+    assert kernels >= 10
+    assert binding.TUNE is None
+
+    launched = []
+
+    class Kernel:
+        def __getitem__(self, grid):
+            return lambda *args, **kw: launched.append((grid, args, kw))
+
+    cfg = configs.LaunchConfig(32, 2, 2, 168)
+    binding._launch("fwd_map", Kernel(), cfg, 1 << 20, (1, 2, 3), "a", 7, D=16, BD=16)
+    grid, args, kw = launched.pop()
+    compiled = not binding.INTERPRET
+    assert (grid, args) == ((1, 2, 3), ("a", 7))
+    assert kw == {"D": 16, "BD": 16, "BLOCK_N": 32, "num_warps": 2, "num_stages": 2,
+                  **({"maxnreg": 168} if compiled else {})}

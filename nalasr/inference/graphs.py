@@ -5,7 +5,7 @@ Why: below about half a megapixel of LR input the network's few hundred small ke
 eager PyTorch needs to launch them. On the H200 a ×4 forward at 192×256 is 3.9 ms of GPU work but 15-20 ms of
 Python (benchmarks/results/h200/kernel_diag_2026-11-29.json); replaying a captured graph costs only the GPU part.
 
-Policy: the first forward of a shape runs eagerly (it also autotunes the Triton kernels and cuDNN); the second
+Policy: the first forward of a shape runs eagerly (it also compiles the Triton kernels, or loads them from Triton's cache, and picks cuDNN's algorithms); the second
 captures a graph and replays it, and later ones replay. At most ``keep`` graphs are held (each holds its
 forward's activation memory, reported as the peak of a replayed call); inputs above ``max_pixels`` LR pixels
 run eagerly, where the GPU time dwarfs the launches. ``NALASR_CUDA_GRAPHS=0`` turns it off.

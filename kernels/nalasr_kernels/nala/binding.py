@@ -3,9 +3,9 @@ r"""Fused NaLa attention in Triton: forward and backward, deterministic, any str
 The math is ``nalasr.ops.nala.nala_attention_reference`` (the single source of truth; this package does not
 import it). The device math is in ``device``, the kernels in ``fwd`` and ``bwd`` (the register passes,
 which issue their mma from registers without shared memory for the model's float16 16-dim heads, in ``fwd_reduce_rr``,
-``fwd_map_rr``, ``bwd_query_rr`` and ``bwd_key_rr``); ``plan`` chooses which runs (docs/kernels.md), this module tunes
-the tl.dot passes, launches what the plan says and binds
-them to autograd. Per (batch b, head h), N
+``fwd_map_rr``, ``bwd_query_rr`` and ``bwd_key_rr``); ``plan`` chooses which runs and with which launch config
+(docs/kernels.md; the tl.dot passes' configs from the table in ``configs``, nothing autotuned), this module launches
+what the plan says and binds them to autograd. Per (batch b, head h), N
 tokens, D = head dim, Dv = value dim, everything below in float32:
 
     r = (Σx² + 1e-12)^(-1/2),  dir = x·r,  ‖x‖ = Σx²·r
@@ -76,17 +76,17 @@ v̄ = Sᵀz / (z·z) (any v̄ is exact algebra; this one is v itself at N = 1): 
 from __future__ import annotations
 
 import functools
-import inspect
 import math
+from collections.abc import Callable
 from typing import Any
 
 import torch
 import triton
-import triton.testing
 from torch import Tensor
 
 from . import bwd_key_rr, bwd_query_rr, fwd_map_rr, fwd_reduce_rr, plan
 from .bwd import bwd_key_kernel, bwd_query_kernel
+from .configs import LaunchConfig
 from .device import INTERPRET
 from .fwd import combine_kernel, fwd_map_kernel, fwd_map_pair_kernel, fwd_reduce_kernel
 from .plan import backward_plan, dims, forward_plan, lam_int, offs64, state_size
@@ -101,85 +101,14 @@ THETA_MAX = math.pi / 4 - 1e-4
 DEFAULTS = dict(lam=3.0, tau=0.5, alpha=1.0, eps=1e-6)  # nalasr.ops.nala.NalaParams()
 
 
-# ================================================================================================== autotune
-# The tl.dot passes (the fallbacks for bfloat16, float32, other head dims, RoPE) are autotuned over a few configs;
-# the key buckets the token count (next power of two of B·N·H) so a new image size reuses its bucket's tuning (and,
-# with cache_results, a fresh process reads it from Triton's disk cache). Register pressure grows with the tile
-# elements per thread, BLOCK_N·BD / (32·num_warps), hence the pruning. The register passes are not tuned: one warp a
-# program, their tile fixed.
+# ============================================================================================= launch configs
+# The tl.dot passes (the fallbacks for bfloat16, float32, other head dims, RoPE) launch with the one config the plan
+# gives each (Launch.config: configs.TABLE's, by products, head width and token-count bucket), so a first call
+# compiles one kernel a pass and benchmarks nothing; the register passes fix their own tiles. The autotuner over
+# configs.TUNING_SPACE is a benchmark tool only (nala.tuning, benchmarks/kernel_configs.py): it sets TUNE for the
+# duration of its runs, which routes these launches to it. None in normal use.
 
-FWD_CONFIGS = [
-    triton.Config({"BLOCK_N": 64}, num_warps=4, num_stages=2),
-    triton.Config({"BLOCK_N": 128}, num_warps=4, num_stages=2),
-    triton.Config({"BLOCK_N": 64}, num_warps=8, num_stages=2),
-    triton.Config({"BLOCK_N": 128}, num_warps=8, num_stages=2),
-    triton.Config({"BLOCK_N": 256}, num_warps=8, num_stages=2),
-    triton.Config({"BLOCK_N": 128}, num_warps=4, num_stages=3),  # more loads in flight per program
-    triton.Config({"BLOCK_N": 128}, num_warps=4, num_stages=1),  # the manual prefetch alone
-    triton.Config({"BLOCK_N": 256}, num_warps=8, num_stages=1),
-    triton.Config({"BLOCK_N": 64}, num_warps=2, num_stages=2),  # the pick with the float16 product at 518K
-]
-# fwd_reduce: one warp a program. Its S product has 16 rows (the φ halves), so a multi-warp tl.dot splits only the
-# columns and every warp reads the whole φ operand from shared memory; one warp (and more programs) halves that
-# traffic. The multi-warp configs stay for wide heads (BD = 64: 32 tokens are 64 elements a thread on one warp).
-REDUCE_CONFIGS = [
-    triton.Config({"BLOCK_N": 32}, num_warps=1, num_stages=2),
-    triton.Config({"BLOCK_N": 16}, num_warps=1, num_stages=2),
-    triton.Config({"BLOCK_N": 32}, num_warps=2, num_stages=2),
-    triton.Config({"BLOCK_N": 64}, num_warps=4, num_stages=2),
-]
-BWD_CONFIGS = [  # ~30 live (BLOCK_N, BD) float32 tiles in the backward: fewer tokens per thread
-    triton.Config({"BLOCK_N": 32}, num_warps=4, num_stages=2),
-    triton.Config({"BLOCK_N": 64}, num_warps=4, num_stages=2),
-    triton.Config({"BLOCK_N": 64}, num_warps=8, num_stages=2),
-    triton.Config({"BLOCK_N": 128}, num_warps=8, num_stages=2),
-    triton.Config({"BLOCK_N": 64}, num_warps=4, num_stages=1),
-    triton.Config({"BLOCK_N": 32}, num_warps=2, num_stages=2),
-    triton.Config({"BLOCK_N": 16}, num_warps=1, num_stages=2),  # bwd_query's pick at 518K with EYE
-    # capped, a config spills some to L1 but more blocks fit an SM
-    triton.Config({"BLOCK_N": 64}, num_warps=4, num_stages=2, maxnreg=168),
-    triton.Config({"BLOCK_N": 32}, num_warps=4, num_stages=2, maxnreg=128),
-]
-TUNE_KEY = ["N_BUCKET", "D", "DV", "ROPE"]
-
-
-def _per_thread(c, bd: int) -> int:
-    return c.kwargs["BLOCK_N"] * bd // (32 * c.num_warps)
-
-
-def _prune(limit: int):
-    # Elements of one (BLOCK_N, BD) tile per thread. From ptxas on sm_90 (D = 16): the forward kernels stay
-    # at 70-190 registers without spills up to 16, the backward query kernel reaches 255 registers at 8 and spills
-    # beyond. Configs over the limit are dropped; if none is left, the leanest one runs.
-    def prune(configs, named_args, **kwargs):
-        bd = max(kwargs.get("BD", 16), kwargs.get("BDV", 16))
-        kept = [c for c in configs if _per_thread(c, bd) <= limit]
-        return kept or [min(configs, key=lambda c: (_per_thread(c, bd), -c.num_warps))]
-
-    return prune
-
-
-def _autotune_kwargs() -> dict:
-    # Short benchmarks (the kernels run in tens of µs) and, where this Triton has it, the on-disk cache of
-    # tuning results so a fresh process does not tune again.
-    params = inspect.signature(triton.autotune).parameters
-    kw: dict[str, Any] = {}
-    if "do_bench" in params:
-        kw["do_bench"] = lambda fn, quantiles: triton.testing.do_bench(fn, warmup=5, rep=20, quantiles=quantiles)
-    if "cache_results" in params:
-        kw["cache_results"] = True
-    return kw
-
-
-def _tuned(kernel, configs, limit: int, key: list[str] = TUNE_KEY):
-    return triton.autotune(configs=configs, key=key, prune_configs_by={"early_config_prune": _prune(limit)},
-                           **_autotune_kwargs())(kernel)
-
-
-fwd_reduce_tuned = _tuned(fwd_reduce_kernel, REDUCE_CONFIGS, 16)
-fwd_map_tuned = _tuned(fwd_map_kernel, FWD_CONFIGS, 16)
-bwd_query_tuned = _tuned(bwd_query_kernel, BWD_CONFIGS, 8)
-bwd_key_tuned = _tuned(bwd_key_kernel, BWD_CONFIGS, 8)
+TUNE: Callable[..., None] | None = None
 
 
 # ================================================================================================ host side
@@ -190,12 +119,13 @@ def _pdl_kw(pdl: bool) -> dict:
     return {"launch_pdl": True} if pdl else {}
 
 
-def _launch(tuned, plain, grid, *args, **meta):
-    if plan.TEST_CONFIG is not None or INTERPRET:
-        cfg = plan.TEST_CONFIG or {"BLOCK_N": 64, "num_warps": 4}
-        plain[grid](*args, **meta, BLOCK_N=int(cfg["BLOCK_N"]), num_warps=int(cfg.get("num_warps", 4)))
+def _launch(pass_: str, kernel, cfg: LaunchConfig, bucket: int, grid, *args, **meta) -> None:
+    """tl.dot pass ``pass_`` (configs.PASSES) on ``grid`` with the plan's launch config (TUNE's autotuner instead
+    where a benchmark set it)."""
+    if TUNE is not None:
+        TUNE(pass_, kernel, cfg, bucket, grid, args, meta)
     else:
-        tuned[grid](*args, **meta)
+        kernel[grid](*args, **meta, **cfg.kwargs(compiled=not INTERPRET))
 
 
 def _empty(shape, dtype, device) -> Tensor:
@@ -249,7 +179,7 @@ def nala_forward(q: Tensor, k: Tensor, v: Tensor, lam: float, tau: float, alpha:
     o = _empty((b, n, h, dv), q.dtype, dev)
     state = _empty((b, h, state_n), torch.float32, dev)
     freq = _rope_freq(d, bd, float(rope_base), dev) if rope else state
-    bucket = plan.pow2(b * n * h)
+    bucket = plan.n_bucket(b, n, h)
     with _device_guard(q):
         p = forward_plan(q, k, v, o, lam, tau, alpha, rope)
         red, mp, pdl = p.reduce, p.map, p.pdl
@@ -258,7 +188,7 @@ def nala_forward(q: Tensor, k: Tensor, v: Tensor, lam: float, tau: float, alpha:
             fwd_reduce_rr.launch(k, v, part, n, red.chunk, red.n_chunks, alpha, lam, lam_int(lam), p.approx, p.clamp,
                                  pdl=pdl, strided=red.strided)
         else:
-            _launch(fwd_reduce_tuned, fwd_reduce_kernel, (h, red.n_chunks, b),
+            _launch("fwd_reduce", fwd_reduce_kernel, red.config, bucket, (h, red.n_chunks, b),
                     k, v, freq, part, n, max(rope_w, 1), h, red.chunk, red.n_chunks, bucket,
                     *k.stride(), *v.stride(), float(alpha), float(lam),
                     D=d, DV=dv, BD=bd, BDV=bdv, BDZ=bdv if p.zacc or dv < bdv else 2 * bdv, LAM_INT=lam_int(lam),
@@ -269,15 +199,13 @@ def nala_forward(q: Tensor, k: Tensor, v: Tensor, lam: float, tau: float, alpha:
             fwd_map_rr.launch(q, state, o, n, mp.chunk, mp.n_chunks, alpha, lam, tau, eps, p.approx, pdl=pdl,
                               strided=mp.strided)
         elif mp.variant == "fwd_map_pair":
-            block_n, warps, stages = plan.PAIR_TILE
-            if plan.TEST_CONFIG is not None:
-                block_n = int(plan.TEST_CONFIG["BLOCK_N"])
+            tile = mp.config
             fwd_map_pair_kernel[(h // 2, mp.n_chunks, b)](
                 q, state, o, n, h, mp.chunk, mp.n_chunks, *q.stride(), o.stride(0), o.stride(1),
                 float(alpha), float(lam), float(tau), float(eps), BD=bd, APPROX=p.approx, OFFS64=offs64(n, q, o),
-                BLOCK_N=block_n, PDL=pdl, STRIDED=mp.strided, num_warps=warps, num_stages=stages, **_pdl_kw(pdl))
+                PDL=pdl, STRIDED=mp.strided, **tile.kwargs(compiled=not INTERPRET), **_pdl_kw(pdl))
         else:
-            _launch(fwd_map_tuned, fwd_map_kernel, (h, mp.n_chunks, b),
+            _launch("fwd_map", fwd_map_kernel, mp.config, bucket, (h, mp.n_chunks, b),
                     q, state, freq, o, n, max(rope_w, 1), h, mp.chunk, mp.n_chunks, bucket,
                     *q.stride(), *o.stride(), float(alpha), float(lam), float(tau), float(eps),
                     D=d, DV=dv, BD=bd, BDV=bdv, ROPE=rope, PREC=p.prec, APPROX=p.approx, OFFS64=offs64(n, q, o),
@@ -298,7 +226,7 @@ def nala_backward(do: Tensor, q: Tensor, k: Tensor, v: Tensor, state: Tensor, la
     dvv = _empty(v.shape, v.dtype, dev)
     dstate = _empty((b, h, state_n), torch.float32, dev)
     freq = _rope_freq(d, bd, float(rope_base), dev) if rope else state
-    bucket = plan.pow2(b * n * h)
+    bucket = plan.n_bucket(b, n, h)
     with _device_guard(q):
         p = backward_plan(q, k, v, do, dq, dk, dvv, lam, tau, alpha, rope)
         qp, kp, pdl = p.query, p.key, p.pdl
@@ -307,7 +235,7 @@ def nala_backward(do: Tensor, q: Tensor, k: Tensor, v: Tensor, state: Tensor, la
             bwd_query_rr.launch(q, do, state, dq, part, n, qp.chunk, qp.n_chunks, alpha, lam, tau, eps, p.approx,
                                 pdl=pdl, strided=qp.strided, maxnreg=plan.BWD_QUERY_RR_MAXNREG)
         else:
-            _launch(bwd_query_tuned, bwd_query_kernel, (h, qp.n_chunks, b),
+            _launch("bwd_query", bwd_query_kernel, qp.config, bucket, (h, qp.n_chunks, b),
                     q, do, state, freq, dq, part, n, max(rope_w, 1), h, qp.chunk, qp.n_chunks, bucket,
                     *q.stride(), *do.stride(), *dq.stride(), float(alpha), float(lam), float(tau), float(eps),
                     D=d, DV=dv, BD=bd, BDV=bdv, ROPE=rope, PREC_G=p.prec_g, CENTRE=p.centre, APPROX=p.approx,
@@ -318,7 +246,7 @@ def nala_backward(do: Tensor, q: Tensor, k: Tensor, v: Tensor, state: Tensor, la
             bwd_key_rr.launch(k, v, state, dstate, dk, dvv, n, kp.chunk, kp.n_chunks, alpha, lam, lam_int(lam),
                               p.approx, pdl=pdl, strided=kp.strided)
         else:
-            _launch(bwd_key_tuned, bwd_key_kernel, (h, kp.n_chunks, b),
+            _launch("bwd_key", bwd_key_kernel, kp.config, bucket, (h, kp.n_chunks, b),
                     k, v, state, dstate, freq, dk, dvv, n, max(rope_w, 1), h, kp.chunk, kp.n_chunks, bucket,
                     *k.stride(), *v.stride(), *dk.stride(), *dvv.stride(), float(alpha), float(lam),
                     D=d, DV=dv, BD=bd, BDV=bdv, LAM_INT=lam_int(lam), ROPE=rope, PREC=p.prec, PREC_G=p.prec_g,

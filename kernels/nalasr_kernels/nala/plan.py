@@ -7,13 +7,14 @@ rules and the measurements behind them are in docs/kernels.md. In short, for the
 without RoPE every pass issues its mma from registers (the register passes ``fwd_reduce_rr``, ``fwd_map_rr`` from
 ``MAP_RR_MIN_ROWS`` (token, head pair) rows, ``bwd_query_rr``, ``bwd_key_rr``); elsewhere (bfloat16, float32, other
 head dims, RoPE, θ's clamp, 64-bit offsets) the tl.dot passes run (``fwd_reduce``, ``fwd_map`` / ``fwd_map_pair``,
-``bwd_query``, ``bwd_key``), autotuned over a few configs per token-count bucket (binding.py), with compile-time
-options that follow the inputs (precision, approximate math, HALF2, F16, EYE, MPOW, centring).
+``bwd_query``, ``bwd_key``), each with the launch config (BLOCK_N, warps, stages) of :mod:`.configs`' table for its
+products, head width and token-count bucket (``Launch.config``: one config a shape, nothing benchmarked), and with
+compile-time options that follow the inputs (precision, approximate math, HALF2, F16, EYE, MPOW, centring).
 
 Test hooks (public, module attributes, None in normal use): ``TEST_CONFIG`` a fixed launch config {"BLOCK_N": ..,
-"CHUNK": .., "num_warps": .., optional "OFFS64": True} for the tl.dot passes instead of the autotuner (tiny chunks give
-several chunks and ragged tails at small N); ``OUT_FILL`` a value every buffer the kernels must write is filled with
-before launching (NaN in the tests: an unwritten element cannot pass).
+"CHUNK": .., "num_warps": .., optional "num_stages": .., "OFFS64": True} for the tl.dot passes instead of the table
+(tiny chunks give several chunks and ragged tails at small N); ``OUT_FILL`` a value every buffer the kernels must write
+is filled with before launching (NaN in the tests: an unwritten element cannot pass).
 """
 
 from __future__ import annotations
@@ -24,10 +25,12 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from . import bwd_key_rr, bwd_query_rr, fwd_map_rr, fwd_reduce_rr
+from . import bwd_key_rr, bwd_query_rr, configs, fwd_map_rr, fwd_reduce_rr
+from .configs import LaunchConfig
 from .device import HAS_GDC, INTERPRET
 
-__all__ = ["BackwardPlan", "ForwardPlan", "Launch", "backward_plan", "chunks", "forward_plan"]
+__all__ = ["BackwardPlan", "ForwardPlan", "Launch", "LaunchConfig", "backward_plan", "chunks", "dot_config",
+           "forward_plan", "n_bucket"]
 
 TEST_CONFIG: dict | None = None
 OUT_FILL: float | None = None
@@ -47,7 +50,7 @@ PROGRAMS_PER_SM = {
     "bwd_key": 8,         # 4 programs an SM: two full waves
     "bwd_key_rr": 16,     # 124 registers
 }
-MAX_BLOCK_N = 256  # chunks are multiples of this by default, so every autotuner config tiles a chunk exactly
+MAX_BLOCK_N = 256  # the reduce's chunks are multiples of this, so every config of configs.TUNING_SPACE tiles one
 # Chunk quanta (a finer one fills the last wave more closely) and smallest chunks (fewer partials at small N).
 QUANTUM = {"fwd_reduce": MAX_BLOCK_N, "fwd_reduce_rr": fwd_reduce_rr.TILE_TOKENS, "fwd_map": 64,
            "fwd_map_half2": 64, "fwd_map_pair": 32, "fwd_map_rr": fwd_map_rr.TILE_TOKENS, "bwd_query": 64,
@@ -60,7 +63,7 @@ MIN_CHUNK = {"fwd_reduce": 128, "fwd_reduce_rr": 128, "fwd_map": 128, "fwd_map_h
 STRIDED = {"fwd_reduce": False, "fwd_reduce_rr": True, "fwd_map": False, "fwd_map_half2": False,
            "fwd_map_pair": True, "fwd_map_rr": True, "bwd_query": True, "bwd_query_rr": True, "bwd_key": True,
            "bwd_key_rr": True}
-PAIR_TILE = (32, 1, 3)  # fwd_map_pair's tokens a tile, warps, stages (no register cap: ptxas's 118, 16 an SM)
+PAIR_TILE = LaunchConfig(32, 1, 3)  # fwd_map_pair's tokens a tile, warps, stages (no cap: ptxas's 118 regs, 16 an SM)
 PAIR_MIN_ROWS = 800_000  # (token, head pair) rows from which the pair map runs on dense q (400K tokens of 4 heads)
 MAP_RR_MIN_ROWS = 98_304  # (token, head pair) rows from which the register map runs (49K tokens of 4 heads)
 BWD_QUERY_RR_MAXNREG = 168  # 3 warps a scheduler, 12 programs an SM (uncapped: 213 registers, 8 an SM)
@@ -70,13 +73,15 @@ FASTMAG_ALPHA = (2.0**-20, 2.0**20)  # |α| where xa = α·dir keeps |dir|^p (se
 
 @dataclass(frozen=True)
 class Launch:
-    """One pass: its kernel variant (a key of PROGRAMS_PER_SM), tokens per program and number of chunks, and
-    whether its chunks are tile-strided."""
+    """One pass: its kernel variant (a key of PROGRAMS_PER_SM), tokens per program and number of chunks, whether its
+    chunks are tile-strided, and the launch config of a tl.dot pass or the pair map (None for the register passes,
+    whose tiles their modules fix)."""
 
     variant: str
     chunk: int
     n_chunks: int
     strided: bool
+    config: LaunchConfig | None = None
 
 
 @dataclass(frozen=True)
@@ -155,9 +160,31 @@ def chunks(n: int, bh: int, device: torch.device, variant: str) -> tuple[int, in
     return chunk, -(-n // chunk)
 
 
-def _launch(n: int, bh: int, device: torch.device, variant: str) -> Launch:
+def _launch(n: int, bh: int, device: torch.device, variant: str, config: LaunchConfig | None = None) -> Launch:
     chunk, n_chunks = chunks(n, bh, device, variant)
-    return Launch(variant, chunk, n_chunks, STRIDED[variant])
+    return Launch(variant, chunk, n_chunks, STRIDED[variant], config)
+
+
+def n_bucket(b: int, n: int, h: int) -> int:
+    """The token-count bucket of B·N·H (token, head) rows: the next power of two (the table's and the autotuner's)."""
+    return pow2(b * n * h)
+
+
+def dot_config(pass_: str, kind: str, bd: int, bdv: int, bucket: int) -> LaunchConfig:
+    """The launch config of tl.dot pass ``pass_`` (configs.PASSES) for products of ``kind`` (configs.kinds) over
+    padded head widths BD, BDV: configs.launch_config at max(BD, BDV), or TEST_CONFIG's tile when set."""
+    if TEST_CONFIG is not None:
+        stages = TEST_CONFIG.get("num_stages")
+        return LaunchConfig(int(TEST_CONFIG["BLOCK_N"]), int(TEST_CONFIG.get("num_warps", 4)),
+                            None if stages is None else int(stages))
+    return configs.launch_config(pass_, kind, max(bd, bdv), bucket)
+
+
+def pair_config() -> LaunchConfig:
+    """The pair map's tile: PAIR_TILE, with TEST_CONFIG's BLOCK_N when set."""
+    if TEST_CONFIG is not None:
+        return LaunchConfig(int(TEST_CONFIG["BLOCK_N"]), PAIR_TILE.num_warps, PAIR_TILE.num_stages)
+    return PAIR_TILE
 
 
 try:
@@ -284,30 +311,34 @@ def forward_plan(q: Tensor, k: Tensor, v: Tensor, o: Tensor, lam: float, tau: fl
     """The forward's plan for q, k, v (B, N, H, D / Dv) writing o (contiguous)."""
     b, n, h, d, dv, bd, bdv = dims(q, v)
     dev = q.device
+    bucket = n_bucket(b, n, h)
     prec, approx = precision(q, k, v), approx_math(q, k, v, rope=rope)
     zacc = rope or prec == "tf32"
     rr = _launch(n, b * h, dev, "fwd_reduce_rr")
     if reduce_rr(k, v, rope, prec, offs64(n, k, v), rr.chunk):
         reduce = rr
     else:
-        reduce = _launch(n, b * h, dev, "fwd_reduce")
+        reduce = _launch(n, b * h, dev, "fwd_reduce", dot_config("fwd_reduce", "", bd, bdv, bucket))
     fm, f16 = fastmag(approx, lam, tau, alpha), prec == "tf32" and not rope
     half = map_half2(q, f16, fm, alpha)
     if map_rr(q, o, half):
         mp = _launch(n, b * h // 2, dev, "fwd_map_rr")
     elif map_pair(q, half) and dv == d:
-        mp = _launch(n, b * h // 2, dev, "fwd_map_pair")
+        mp = _launch(n, b * h // 2, dev, "fwd_map_pair", pair_config())
     else:
-        mp = _launch(n, b * h, dev, "fwd_map_half2" if half else "fwd_map")
+        mp = _launch(n, b * h, dev, "fwd_map_half2" if half else "fwd_map",
+                     dot_config("fwd_map", configs.map_kind(f16), bd, bdv, bucket))
     return ForwardPlan(reduce=reduce, map=mp, prec=prec, approx=approx, clamp=clamp(alpha), pdl=pdl(dev), zacc=zacc,
                        zdot=zacc and not rope, fastmag=fm, f16=f16, half2=half)
 
 
-def backward_plan(q: Tensor, k: Tensor, v: Tensor, do: Tensor, dq: Tensor, dk: Tensor, dv: Tensor, lam: float,
+def backward_plan(q: Tensor, k: Tensor, v: Tensor, do: Tensor, dq: Tensor, dk: Tensor, dv_: Tensor, lam: float,
                   tau: float, alpha: float, rope: bool) -> BackwardPlan:
     """The backward's plan for q, k, v, ∂L/∂o writing dq, dk, dv (contiguous)."""
-    b, n, h = q.shape[:3]
+    b, n, h, d, dv, bd, bdv = dims(q, v)
     dev = q.device
+    bucket = n_bucket(b, n, h)
+    eye_query, eye_key = all_16bit(q, do), all_16bit(k, v)
     prec, prec_g = precision(q, k, v), precision(q, k, v, grad=rope)
     centre = centred(rope, prec_g)
     approx = approx_math(q, k, v, rope=rope)
@@ -317,11 +348,12 @@ def backward_plan(q: Tensor, k: Tensor, v: Tensor, do: Tensor, dq: Tensor, dk: T
     if bwd_query_rr_ok(q, do, dq, query_f16, mpow, clamp_, rope):
         query = _launch(n, b * h, dev, "bwd_query_rr")
     else:
-        query = _launch(n, b * h, dev, "bwd_query")
-    if bwd_key_rr_ok(k, v, dk, dv, key_f16, clamp_, rope):
+        query = _launch(n, b * h, dev, "bwd_query", dot_config("bwd_query", configs.query_kind(eye_query), bd, bdv,
+                                                               bucket))
+    if bwd_key_rr_ok(k, v, dk, dv_, key_f16, clamp_, rope):
         key = _launch(n, b * h, dev, "bwd_key_rr")
     else:
-        key = _launch(n, b * h, dev, "bwd_key")
+        key = _launch(n, b * h, dev, "bwd_key", dot_config("bwd_key", "", bd, bdv, bucket))
     return BackwardPlan(query=query, key=key, prec=prec, prec_g=prec_g, centre=centre, approx=approx, clamp=clamp_,
                         pdl=pdl(dev), mpow=mpow, query_f16=query_f16, key_f16=key_f16,
-                        eye_query=all_16bit(q, do), eye_key=all_16bit(k, v))
+                        eye_query=eye_query, eye_key=eye_key)
