@@ -88,11 +88,17 @@ def nan_filled():
     """torch.empty / empty_like return NaN-filled tensors inside the block: an unwritten element shows."""
     import contextlib
 
+    def poison(t: torch.Tensor) -> torch.Tensor:
+        # integer buffers (offsets, counters) have no NaN: the most negative value shows an unwritten one as well
+        if t.is_floating_point():
+            return t.fill_(float("nan"))
+        return t.fill_(True if t.dtype == torch.bool else torch.iinfo(t.dtype).min)
+
     @contextlib.contextmanager
     def ctx():
         e, el = torch.empty, torch.empty_like
-        torch.empty = lambda *a, **k: e(*a, **k).fill_(float("nan"))  # type: ignore[assignment]
-        torch.empty_like = lambda *a, **k: el(*a, **k).fill_(float("nan"))  # type: ignore[assignment]
+        torch.empty = lambda *a, **k: poison(e(*a, **k))  # type: ignore[assignment]
+        torch.empty_like = lambda *a, **k: poison(el(*a, **k))  # type: ignore[assignment]
         try:
             yield
         finally:

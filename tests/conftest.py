@@ -55,3 +55,14 @@ def _nalasr_settings_follow_env():
     settings = sys.modules.get("nalasr.settings")
     if settings is not None:
         settings.reload()
+
+
+@pytest.fixture
+def one_torch_thread():
+    """Tiny images: one thread is fastest, and on a busy 2-core machine two spinning threads are 30x slower."""
+    import torch
+
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)

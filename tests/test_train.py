@@ -437,10 +437,11 @@ def test_cli_bad_input_is_one_line(tmp_path, tiny_data, capsys):
     assert "batch" in fails("--scale", 2, "--data", train, "--out", tmp_path / "c", "--batch", 0)
     empty = tmp_path / "empty"
     empty.mkdir()
-    assert "no files" in fails("--scale", 2, "--data", empty, "--out", tmp_path / "c")
+    assert "no image files" in fails("--scale", 2, "--data", empty, "--out", tmp_path / "c")
     (tmp_path / "junk").mkdir()
     (tmp_path / "junk" / "a.png").write_bytes(b"not an image")
-    assert "decodable" in fails("--scale", 2, "--data", tmp_path / "junk", "--out", tmp_path / "c")
+    assert "1 of 1 training images could not be decoded" in fails("--scale", 2, "--data", tmp_path / "junk",
+                                                                  "--out", tmp_path / "c")
     assert "at least 48 px" in fails("--scale", "2,4", "--data", write_images(tmp_path / "small", 2, 40, 60),
                                      "--out", tmp_path / "c")
     bad_cfg = tmp_path / "bad.toml"
@@ -463,6 +464,8 @@ def test_best_is_the_state_of_the_best_validation(tmp_path, tiny_data, monkeypat
     scores = iter([20.0, 25.0, 22.0])
 
     class FakeValidator:
+        bad: list = []  # files of the set that cannot be scored
+
         def __init__(self, *a, **k) -> None:
             pass
 

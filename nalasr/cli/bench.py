@@ -5,18 +5,19 @@ from __future__ import annotations
 import dataclasses
 import shlex
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.console import Console
 from rich.table import Table
 
-from ..bench import sweep as lib
-from ..bench import report
 from ..errors import BatchFailures, InputError
-from ..inference.runtime import set_threads
 from .app import app, console, out
+
+if TYPE_CHECKING:  # torch: imported by the command, not by --help
+    from ..bench import report
+    from ..bench import sweep as lib
 
 _SWEEP_FLAGS = ("--sizes", "--scales", "--precisions", "--devices", "--variants", "--attention", "--find-max")
 
@@ -34,6 +35,8 @@ def _ints(text: str, flag: str) -> tuple[int, ...]:
 
 def _sweeps(preset: str | None, sizes: str | None, scales: str | None, precisions: str | None,
             devices: str | None, variants: str | None, attention: str | None, find_max: bool) -> tuple[tuple[lib.Sweep, ...], lib.BenchOptions]:
+    from ..bench import sweep as lib
+
     given = [f for f, v in zip(_SWEEP_FLAGS, (sizes, scales, precisions, devices, variants, attention, find_max)) if v]
     if preset is not None:
         if preset not in lib.PRESETS:
@@ -58,25 +61,34 @@ def _sweeps(preset: str | None, sizes: str | None, scales: str | None, precision
     return (sweep,), lib.BenchOptions()
 
 
-class _RichProgress(lib.Progress):
-    def __init__(self, bar: Progress) -> None:
-        self.bar = bar
-        self.task = bar.add_task("bench", total=None)
+def _rich_progress(bar: Progress) -> lib.Progress:
+    """The sweep's progress callbacks drawn on ``bar`` (a class made here: lib.Progress comes with torch)."""
+    from ..bench import report
+    from ..bench import sweep as lib
 
-    def start(self, total: int) -> None:
-        self.bar.update(self.task, total=total)
+    class RichProgress(lib.Progress):
+        def __init__(self) -> None:
+            self.bar = bar
+            self.task = bar.add_task("bench", total=None)
 
-    def case(self, label: str) -> None:
-        self.bar.update(self.task, description=label)
+        def start(self, total: int) -> None:
+            self.bar.update(self.task, total=total)
 
-    def done(self, r: lib.BenchRecord) -> None:
-        what = (f"{r.median_ms:9.1f} ms  {r.peak_gib:7.3f} GiB" if r.status == "ok" else report.status_text(r))
-        self.bar.console.print(f"{r.attention:>20} {r.precision} x{r.scale} {r.variant:>7} {r.size:>10}"
-                               f"{' (max)' if r.find_max else ''}  {what}", soft_wrap=True, highlight=False)
-        self.bar.advance(self.task)
+        def case(self, label: str) -> None:
+            self.bar.update(self.task, description=label)
+
+        def done(self, r: lib.BenchRecord) -> None:
+            what = (f"{r.median_ms:9.1f} ms  {r.peak_gib:7.3f} GiB" if r.status == "ok" else report.status_text(r))
+            self.bar.console.print(f"{r.attention:>20} {r.precision} x{r.scale} {r.variant:>7} {r.size:>10}"
+                                   f"{' (max)' if r.find_max else ''}  {what}", soft_wrap=True, highlight=False)
+            self.bar.advance(self.task)
+
+    return RichProgress()
 
 
 def _summary(records: list[lib.BenchRecord]) -> Table:
+    from ..bench import report
+
     table = Table(title="nalasr bench", title_justify="left")
     for col, justify in (("attention", "left"), ("op", "left"), ("variant", "left"), ("x", "right"),
                          ("prec", "left"), ("device", "left"), ("LR", "right"), ("tokens", "right"),
@@ -127,6 +139,10 @@ def bench(
     A result, an OOM and a skip are all rows of the report; the exit code is non-zero only when a case
     failed with an error. Random weights unless --weights (latency and memory do not depend on them).
     """
+    from ..bench import report
+    from ..bench import sweep as lib
+    from ..inference.runtime import set_threads
+
     sweeps, options = _sweeps(preset, sizes, scales, precisions, devices, variants, attention, find_max)
     # (BenchOptions field, value, flag, smallest allowed)
     limits = (("warmup", warmup, "--warmup", 0), ("repeats", repeats, "--repeats", 1),
@@ -150,7 +166,7 @@ def bench(
     load = report.load_average()
     with Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                   TimeElapsedColumn(), console=console, transient=True) as bar:
-        records = lib.run_sweeps(sweeps, options, _RichProgress(bar))
+        records = lib.run_sweeps(sweeps, options, _rich_progress(bar))
     report.write_reports(records, json_path=json_path, markdown_path=markdown_path, plot_path=plot_path, command=command,
                       load_at_start=load)
     # Piped into a file or a log, rich would squeeze the tables to 80 columns: print them wide there.

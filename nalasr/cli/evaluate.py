@@ -12,6 +12,7 @@ from rich.progress import BarColumn, DownloadColumn, MofNCompleteColumn, Progres
 from rich.table import Table
 
 from ..errors import InputError
+from ..io.defaults import DEFAULT_MAX_PIXELS
 from ..io.fsutil import atomic_write_with
 from .app import app, console, out
 from .choices import ModelKind, Precision, Variant, value
@@ -38,11 +39,16 @@ def eval_cmd(
     save_dir: Annotated[Optional[Path], typer.Option("--save-dir", help="Write the SR images (PNG) under this folder.")] = None,
     crop12: Annotated[bool, typer.Option("--crop12", help="Crop HR to a multiple of 12 (old MATLAB tables).")] = False,
     self_ensemble: Annotated[bool, typer.Option("--self-ensemble", help="Average the network over the 8 flips/rotations (8x the time).")] = False,
+    skip_bad: Annotated[bool, typer.Option("--skip-bad", help="Score a set without the files that cannot be scored (listed in the report) instead of failing (exit 4).")] = False,
+    max_pixels: Annotated[int, typer.Option("--max-pixels", min=1, help="Refuse images with more pixels (decompression-bomb guard; Pillow's limit).")] = DEFAULT_MAX_PIXELS,
 ) -> None:
-    """Score a model on benchmark sets with the standard protocol (MATLAB bicubic LR, Y PSNR/SSIM)."""
+    """Score a model on benchmark sets with the standard protocol (MATLAB bicubic LR, Y PSNR/SSIM).
+
+    A file of a set that cannot be scored (corrupt, empty, unreadable, 16-bit, too large or small) is listed with
+    its reason and the command exits 4, after printing what it scored; --skip-bad scores the rest and exits 0."""
     if csv_path is not None and csv_path.is_dir():
         raise InputError(f"--csv {csv_path} is a folder; give a file path")
-    from ..eval.evaluate import evaluate_named
+    from ..eval.evaluate import UnscoredFiles, evaluate_named
 
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
                   console=console, transient=True) as bar:
@@ -53,14 +59,25 @@ def eval_cmd(
                 tasks[name] = bar.add_task(f"{name} x{scale}", total=total)
             bar.update(tasks[name], completed=done)
 
-        report = evaluate_named(sets, scale, model=model_kind.value, weights=weights, variant=value(variant),
-                                device=device, precision=precision.value, data_root=data_root, save_dir=save_dir,
-                                crop12=crop12, self_ensemble=self_ensemble, progress=progress)
+        unscored: UnscoredFiles | None = None
+        try:
+            report = evaluate_named(sets, scale, model=model_kind.value, weights=weights, variant=value(variant),
+                                    device=device, precision=precision.value, data_root=data_root,
+                                    save_dir=save_dir, crop12=crop12, self_ensemble=self_ensemble,
+                                    progress=progress, skip_bad=skip_bad, max_pixels=max_pixels)
+        except UnscoredFiles as e:  # show what was scored, then fail (exit 4) naming the files left out
+            report, unscored = e.report, e
     if csv_path is not None:
         _write_csv(report, csv_path)
     if as_json:
         out.print_json(json.dumps(report.to_dict()))
-        return
+    else:
+        _print_tables(report)
+    if unscored is not None:
+        raise unscored
+
+
+def _print_tables(report: EvalReport) -> None:
     for s in report.sets:
         out.print(_set_table(report, s))
     if len(report.sets) > 1:
@@ -69,14 +86,19 @@ def eval_cmd(
 
 
 def _set_table(report: EvalReport, s: SetReport) -> Table:
+    ignored = f"; ignored, not images: {', '.join(s.ignored)}" if s.ignored else ""  # said, so nothing drops silently
     t = Table(title=f"{s.name} x{report.scale} — {report.model}, {report.device} {report.precision}",
-              caption=f"{s.folder}; LR: {s.lr_source}")
+              caption=f"{s.folder}; LR: {s.lr_source}{ignored}")
     for col in ("image", "PSNR", "SSIM", "ms", "peak MiB"):
         t.add_column(col, justify="left" if col == "image" else "right")
     for i in s.images:
         t.add_row(i.name, f"{i.psnr:.2f}", f"{i.ssim:.4f}", f"{i.ms:.1f}", f"{i.peak_bytes / 2**20:.1f}")
+    for b in s.unscored:  # in the table, so the mean below visibly leaves them out
+        t.add_row(f"{b.name}: {'skipped' if report.skip_bad else 'not scored'}, {b.reason}", "-", "-", "-", "-",
+                  style="red")
     t.add_section()
-    t.add_row("mean", f"{s.psnr:.2f}", f"{s.ssim:.4f}", f"{s.ms:.1f}", f"{s.peak_bytes / 2**20:.1f}", style="bold")
+    mean = f"mean ({len(s.images)} of {s.files})" if s.unscored else "mean"
+    t.add_row(mean, f"{s.psnr:.2f}", f"{s.ssim:.4f}", f"{s.ms:.1f}", f"{s.peak_bytes / 2**20:.1f}", style="bold")
     return t
 
 
@@ -86,7 +108,8 @@ def _summary_table(report: EvalReport) -> Table:
     t.add_column("model")
     for s in report.sets:
         t.add_column(s.name, justify="right")
-    t.add_row(report.model, *(f"{s.psnr:.2f}/{s.ssim:.4f}" for s in report.sets))
+    t.add_row(report.model, *(f"{s.psnr:.2f}/{s.ssim:.4f}" + (f" ({len(s.images)} of {s.files})" if s.unscored else "")
+                              for s in report.sets))
     return t
 
 

@@ -3,20 +3,20 @@
 from __future__ import annotations
 
 import json
-
 from typing import Annotated
 
 import typer
 from rich.table import Table
 
-from ..model import SCALES, VARIANTS, count_params, create_model
-from ..io.weights import read_header, shipped_dir, shipped_name
 from .app import app, out
 
 
 @app.command("models")
 def models(as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False) -> None:
     """List model variants, parameter counts per scale, and which shipped weights exist."""
+    from ..io.weights import read_header, shipped_dir, shipped_name  # torch: here, not at --help
+    from ..model import SCALES, VARIANTS, count_params, create_model
+
     rows = []
     for variant in VARIANTS:
         for scale in SCALES:

@@ -35,13 +35,13 @@ PROJECT_DATASETS = Path(__file__).resolve().parents[2] / "datasets"  # nalasr/ev
 # ------------------------------------------------------------------------------------------ reading
 
 
-def read_image(path: str | os.PathLike) -> np.ndarray:
+def read_image(path: str | os.PathLike, *, max_pixels: int = imageio.DEFAULT_MAX_PIXELS) -> np.ndarray:
     """The protocol's view of an image file → uint8 (H, W) for single-channel files, else (H, W, 3).
 
     Decoding (by content, one-line errors) is :func:`nalasr.io.imageio.read_image`'s; here alpha is dropped
-    and 16-bit files are refused, because the protocol is 8-bit.
+    and 16-bit files are refused, because the protocol is 8-bit. ``max_pixels``: the decompression-bomb guard.
     """
-    picture = imageio.read_image(path)
+    picture = imageio.read_image(path, max_pixels=max_pixels)
     if picture.bits != 8:
         raise InputError(f"{path}: {picture.describe()} images are not supported (the protocol is 8-bit); "
                          "convert it to 8-bit PNG")
@@ -54,8 +54,43 @@ def image_size(path: Path) -> tuple[int, int] | None:
     try:
         with Image.open(path) as im:
             return im.size
-    except (UnidentifiedImageError, OSError, ValueError):
+    except (UnidentifiedImageError, OSError, ValueError, Image.DecompressionBombError):
         return None
+
+
+# Names that say "image" although the content may not: such a file that does not decode is a bad image of the
+# set (reported), not a stray file (ignored). Wider than what decodes (GIF, HEIC): those are reported too.
+IMAGE_SUFFIXES = frozenset({*imageio.EXTENSIONS, ".gif", ".ppm", ".pgm", ".pnm", ".pbm", ".jp2", ".j2k",
+                            ".heic", ".heif", ".avif", ".jxl", ".tga", ".exr", ".hdr"})
+
+
+def has_image_header(path: Path) -> bool:
+    """Whether Pillow recognises the file's header as some image format (a bomb or a broken body still counts)."""
+    try:
+        with Image.open(path):
+            return True
+    except UnidentifiedImageError:
+        return False
+    except OSError:  # cannot be opened at all (permissions): the name has to decide
+        return False
+    except Exception:  # noqa: BLE001 - a format plugin recognised the file, then failed on it: a broken image
+        return True
+
+
+def is_image_file(path: Path) -> bool:
+    """A file meant as an image: named like one, or one by content. Stray files (notes.txt) are not."""
+    return path.suffix.lower() in IMAGE_SUFFIXES or has_image_header(path)
+
+
+def short_reason(path: str | os.PathLike, error: BaseException) -> str:
+    """What is wrong with ``path``, without its name and the advice: "empty file", "cannot read (...)".
+
+    Messages of this package read "<path>: <what>; <what to do>" (nalasr.errors)."""
+    text = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+    prefix = f"{path}: "
+    if text.startswith(prefix):
+        text = text[len(prefix):]
+    return text.split("; ", 1)[0]
 
 
 # ----------------------------------------------------------------------------------- the known sets
@@ -129,14 +164,23 @@ def data_root(root: str | os.PathLike | None = None) -> Path:
 # ------------------------------------------------------------------------------------ resolving a set
 
 
+@dataclass(frozen=True)
+class BadFile:
+    """A file of a set that could not be scored, and why (one line, without the file's name)."""
+
+    name: str
+    reason: str
+
+
 @dataclass
 class EvalSet:
-    """One set to evaluate: its display name, HR folder and HR files (sorted, images by content)."""
+    """One set to evaluate: its display name, HR folder and HR files (sorted, images by content or name)."""
 
     name: str
     hr_dir: Path
     files: list[Path]
-    skipped: list[Path] = field(default_factory=list)  # files there that are not images
+    skipped: list[Path] = field(default_factory=list)  # stray files there that are not images (notes.txt)
+    bad: list[BadFile] = field(default_factory=list)  # image names that are no regular file (FIFO, broken link)
 
     def lr_dir(self, scale: int) -> Path | None:
         """A precomputed bicubic LR folder for ``scale`` next to the HR folder, when one exists."""
@@ -146,9 +190,10 @@ class EvalSet:
             cands.append(self.hr_dir.parent / f"{self.hr_dir.name[:-3]}_LR_bicubic" / f"X{scale}")
         return next((c for c in cands if c.is_dir()), None)
 
-    def lr_files(self, scale: int) -> list[Path] | None:
+    def lr_files(self, scale: int, files: list[Path] | None = None) -> list[Path] | None:
         """The precomputed LR file of every HR file (same order), or None when there is no LR folder.
 
+        ``files``: the HR files to look up (default: all of the set; the scorable ones when some are bad).
         LR names: the HR stem, or the stem + ``x{s}`` (EDSR, DIV2K) or ``_x{s}``. A folder that lacks
         an HR image's LR is an error, not a silent fallback.
         """
@@ -157,7 +202,7 @@ class EvalSet:
             return None
         by_stem = {p.stem.lower(): p for p in folder.iterdir() if p.is_file()}
         out = []
-        for hr in self.files:
+        for hr in self.files if files is None else files:
             stem = hr.stem.lower()
             lr = next((by_stem[k] for k in (stem, f"{stem}x{scale}", f"{stem}_x{scale}") if k in by_stem), None)
             if lr is None:
@@ -166,12 +211,22 @@ class EvalSet:
         return out
 
 
-def _image_files(folder: Path) -> tuple[list[Path], list[Path]]:
-    files = sorted(p for p in folder.iterdir() if p.is_file() and not p.name.startswith("."))
-    images, other = [], []
-    for p in files:
-        (images if image_size(p) is not None else other).append(p)
-    return images, other
+def _image_files(folder: Path) -> tuple[list[Path], list[Path], list[BadFile]]:
+    """(image files, stray files, bad entries) of ``folder``; hidden names (.DS_Store, temp files) are left out.
+
+    Images by content or by name: a 0-byte, unreadable or broken ``x.png`` is an image of the set that will
+    fail to decode (and be reported), not a file to drop. Non-regular entries are never opened (a FIFO blocks).
+    """
+    images, other, bad = [], [], []
+    for p in sorted(folder.iterdir()):
+        if p.name.startswith(".") or p.is_dir():
+            continue
+        if not p.is_file():
+            if p.suffix.lower() in IMAGE_SUFFIXES:
+                bad.append(BadFile(p.name, "not a regular file (a FIFO, device or broken link)"))
+            continue
+        (images if is_image_file(p) else other).append(p)
+    return images, other, bad
 
 
 def _find_folder(root: Path, names: tuple[str, ...]) -> Path | None:
@@ -212,10 +267,11 @@ def resolve_set(spec: str | os.PathLike, root: str | os.PathLike | None = None) 
         full = path.resolve()
         base, name = path, (full.parent.name if full.name.lower() == "hr" else full.name)
     hr_dir = next((d for d in base.iterdir() if d.is_dir() and d.name.lower() == "hr"), base)
-    files, other = _image_files(hr_dir)
+    files, other, bad = _image_files(hr_dir)
     if not files:
-        raise DatasetError(f"{hr_dir}: no images in this folder ({len(other)} other files); put HR images there")
-    return EvalSet(name, hr_dir, files, other)
+        raise DatasetError(f"{hr_dir}: no images in this folder ({len(other) + len(bad)} other files); "
+                           "put HR images there")
+    return EvalSet(name, hr_dir, files, other, bad)
 
 
 def list_sets(root: str | os.PathLike | None = None) -> list[dict[str, object]]:

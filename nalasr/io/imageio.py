@@ -14,6 +14,7 @@ import contextlib
 import io
 import os
 import re
+import stat
 import threading
 import warnings
 from collections.abc import Iterator
@@ -26,6 +27,8 @@ import numpy as np
 from PIL import Image, UnidentifiedImageError
 
 from ..errors import InputError
+# Defined in defaults.py (imported by --help without numpy/cv2); re-exported here for the rest of the code.
+from .defaults import DEFAULT_MAX_PIXELS, DEFAULT_PNG_COMPRESSION, DEFAULT_QUALITY
 from .fsutil import atomic_path
 
 # Format name (Pillow's) → the extension written by default.
@@ -34,10 +37,6 @@ EXTENSIONS: dict[str, str] = {
     ".png": "PNG", ".jpg": "JPEG", ".jpeg": "JPEG", ".webp": "WEBP",
     ".tif": "TIFF", ".tiff": "TIFF", ".bmp": "BMP",
 }
-# Pillow's own decompression-bomb threshold (~9459 x 9459), fixed here so another library changing
-# Image.MAX_IMAGE_PIXELS does not change ours.
-DEFAULT_MAX_PIXELS = 89_478_485
-DEFAULT_QUALITY = 95
 
 _SUPPORTED = "PNG, JPEG, WebP, TIFF or BMP"
 _NAMES = {"PNG": "PNG", "JPEG": "JPEG", "WEBP": "WebP", "TIFF": "TIFF", "BMP": "BMP"}  # for messages
@@ -92,17 +91,36 @@ def read_image(path: str | os.PathLike, *, max_pixels: int = DEFAULT_MAX_PIXELS)
     """Read an image file by its content (the extension is not trusted). InputError names the file."""
     path = Path(path)
     try:
-        f = open(path, "rb")
+        # The type is checked before opening: opening a FIFO blocks until a writer comes, a device may never end.
+        _check_regular(path, os.stat(path).st_mode)
+        # O_NONBLOCK: should a FIFO be put in its place after the check, the open still returns at once, and
+        # the fstat below refuses it. For a regular file the flag changes nothing.
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
     except FileNotFoundError:
+        if os.path.islink(path):
+            raise InputError(f"{path}: broken symbolic link (to {os.readlink(path)}); nothing to read") from None
         raise InputError(f"{path}: no such file") from None
     except IsADirectoryError:
         raise InputError(f"{path}: is a folder, not an image file") from None
     except OSError as e:
         raise InputError(f"{path}: cannot read ({e.strerror or e})") from None
-    with f:
-        if os.fstat(f.fileno()).st_size == 0:
+    with os.fdopen(fd, "rb") as f:
+        st = os.fstat(f.fileno())
+        _check_regular(path, st.st_mode)
+        if st.st_size == 0:
             raise InputError(f"{path}: empty file; expected a {_SUPPORTED} image")
         return _decode(f, str(path), max_pixels)
+
+
+def _check_regular(path: Path, mode: int) -> None:
+    """InputError unless ``mode`` is a regular file's (a folder, FIFO, device or socket is not an image file)."""
+    if stat.S_ISREG(mode):
+        return
+    if stat.S_ISDIR(mode):
+        raise InputError(f"{path}: is a folder, not an image file")
+    kind = ("a FIFO" if stat.S_ISFIFO(mode) else "a character device" if stat.S_ISCHR(mode)
+            else "a block device" if stat.S_ISBLK(mode) else "a socket" if stat.S_ISSOCK(mode) else "a special file")
+    raise InputError(f"{path}: not a regular file ({kind}); give an image file")
 
 
 def decode_image(data: bytes, *, name: str = "<bytes>", max_pixels: int = DEFAULT_MAX_PIXELS) -> Picture:
@@ -120,6 +138,9 @@ def _decode(fp: BinaryIO, name: str, max_pixels: int) -> Picture:
         count = re.search(r"\((\d+) pixels\)", str(e))
         raise InputError(_bomb_message(name, int(count.group(1)) if count else None, max_pixels)) from None
     except UnidentifiedImageError:
+        dims = _png_header_size(fp)
+        if dims is not None and 0 in dims:  # Pillow refuses a PNG of no pixels as "unidentified"
+            raise InputError(f"{name}: image has no pixels ({dims[0]}x{dims[1]} in its PNG header)") from None
         raise InputError(f"{name}: not an image, or not one in a supported format ({_SUPPORTED})") from None
     except Exception as e:  # a plugin's header parser failing on bad bytes (any type): the file is bad
         raise InputError(_corrupt_message(name, e)) from None
@@ -150,6 +171,18 @@ def _decode(fp: BinaryIO, name: str, max_pixels: int) -> Picture:
         notes.append(f"ICC profile ({_icc_space(icc)}) dropped: it does not describe {_kind(pixels.shape[2])} pixels")
         icc = None
     return Picture(np.ascontiguousarray(pixels), fmt, icc, exif, notes)
+
+
+def _png_header_size(fp: BinaryIO) -> tuple[int, int] | None:
+    """(width, height) from a PNG's IHDR, or None if ``fp`` does not start like a PNG."""
+    try:
+        fp.seek(0)
+        head = fp.read(24)
+    except (OSError, ValueError):
+        return None
+    if len(head) < 24 or head[:8] != b"\x89PNG\r\n\x1a\n" or head[12:16] != b"IHDR":
+        return None
+    return int.from_bytes(head[16:20], "big"), int.from_bytes(head[20:24], "big")
 
 
 @contextlib.contextmanager
@@ -345,25 +378,45 @@ def write_image(
     *,
     format: str | None = None,
     quality: int = DEFAULT_QUALITY,
+    png_compression: int = DEFAULT_PNG_COMPRESSION,
     overwrite: bool = False,
 ) -> list[str]:
     """Encode ``picture`` (format from the extension unless given) and write it atomically.
 
+    ``png_compression`` is the zlib level (0-9) of a PNG output; see :func:`encode_image`.
     With ``overwrite=False`` an existing file is never replaced (FileExistsError). Returns notes on what the
     format could not hold (alpha, 16 bits, metadata).
     """
-    data, notes = encode_image(picture, format or format_for_path(path), quality=quality)
+    data, notes = encode_image(
+        picture, format or format_for_path(path), quality=quality, png_compression=png_compression
+    )
     with atomic_path(path, overwrite=overwrite) as tmp:
         tmp.write_bytes(data)
     return notes
 
 
-def encode_image(picture: Picture, format: str, *, quality: int = DEFAULT_QUALITY) -> tuple[bytes, list[str]]:
-    """Encode to bytes in ``format`` (a key of FORMATS). Returns (bytes, notes)."""
+def encode_image(
+    picture: Picture,
+    format: str,
+    *,
+    quality: int = DEFAULT_QUALITY,
+    png_compression: int = DEFAULT_PNG_COMPRESSION,
+) -> tuple[bytes, list[str]]:
+    """Encode to bytes in ``format`` (a key of FORMATS). Returns (bytes, notes).
+
+    ``quality`` (1-100) is for JPEG and WebP; ``png_compression`` (zlib level 0-9: 0 stores, 1 is fastest,
+    9 smallest) for PNG, 8-bit through Pillow's ``compress_level`` (level 6, Pillow's own default, gives the
+    bytes an unset level gives) and 16-bit colour through OpenCV's ``IMWRITE_PNG_COMPRESSION``. Both are
+    checked whatever the format, so a bad value fails the same way for every output.
+    """
     if format not in FORMATS:
         raise InputError(f"cannot write format {format!r}; use one of {', '.join(FORMATS)}")
     if not 1 <= quality <= 100:
         raise InputError(f"--quality must be between 1 and 100, got {quality}")
+    if isinstance(png_compression, bool) or not isinstance(png_compression, (int, np.integer)) \
+            or not 0 <= png_compression <= 9:
+        raise InputError(f"--png-compression must be between 0 (fastest) and 9 (smallest), got {png_compression!r}")
+    png_compression = int(png_compression)
     a, notes = _fit(picture.pixels, format)
     icc, exif = picture.icc, picture.exif
     if format == "BMP":
@@ -374,7 +427,7 @@ def encode_image(picture: Picture, format: str, *, quality: int = DEFAULT_QUALIT
         notes.append(f"ICC profile ({_icc_space(icc)}) dropped: the {_NAMES[format]} output is {_kind(a.shape[2])}")
         icc = None
     if a.dtype == np.uint16 and a.shape[2] in (3, 4):
-        return _encode_cv2(a, format, icc, exif, notes), notes
+        return _encode_cv2(a, format, icc, exif, notes, png_compression), notes
     im = Image.fromarray(a[..., 0] if a.shape[2] == 1 else a)
     kwargs: dict = {}
     if icc:
@@ -383,6 +436,8 @@ def encode_image(picture: Picture, format: str, *, quality: int = DEFAULT_QUALIT
         kwargs["exif"] = exif
     if format in ("JPEG", "WEBP"):
         kwargs["quality"] = quality
+    if format == "PNG":
+        kwargs["compress_level"] = png_compression
     if format == "TIFF":
         kwargs["compression"] = "tiff_adobe_deflate"  # lossless and much smaller than raw
     buf = io.BytesIO()
@@ -420,8 +475,14 @@ def _fit(a: np.ndarray, format: str) -> tuple[np.ndarray, list[str]]:
     return np.ascontiguousarray(a), notes
 
 
-def _encode_cv2(a: np.ndarray, format: str, icc: bytes | None, exif: bytes | None, notes: list[str]) -> bytes:
-    """16-bit RGB(A) PNG/TIFF through OpenCV (Pillow holds colour at 8 bits only)."""
+def _encode_cv2(
+    a: np.ndarray, format: str, icc: bytes | None, exif: bytes | None, notes: list[str], png_compression: int
+) -> bytes:
+    """16-bit RGB(A) PNG/TIFF through OpenCV (Pillow holds colour at 8 bits only).
+
+    For PNG the zlib level is always given: OpenCV's unset default is its own (Z_RLE strategy, which no
+    level reproduces), and setting the level selects zlib's default strategy, as Pillow uses.
+    """
     bgr = np.ascontiguousarray(a[..., ::-1] if a.shape[2] == 3 else a[..., [2, 1, 0, 3]])
     ext = FORMATS[format]
     meta_types, meta = [], []
@@ -432,10 +493,11 @@ def _encode_cv2(a: np.ndarray, format: str, icc: bytes | None, exif: bytes | Non
                 meta.append(np.frombuffer(blob, np.uint8))
     elif icc or exif:
         notes.append("16-bit colour TIFF is written without ICC/EXIF (the 16-bit writer has no metadata support)")
+    params = [cv2.IMWRITE_PNG_COMPRESSION, png_compression] if format == "PNG" else []
     if meta:
-        ok, buf = cv2.imencodeWithMetadata(ext, bgr, meta_types, meta)
+        ok, buf = cv2.imencodeWithMetadata(ext, bgr, meta_types, meta, params)
     else:
-        ok, buf = cv2.imencode(ext, bgr)
+        ok, buf = cv2.imencode(ext, bgr, params)
     if not ok:
         raise InputError(f"could not encode a {a.shape[1]}x{a.shape[0]} 16-bit image as {format}")
     return buf.tobytes()

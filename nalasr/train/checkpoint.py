@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 from pathlib import Path
@@ -9,11 +10,10 @@ from typing import Any
 
 import torch
 
+from ..errors import InputError
 from ..io.fsutil import atomic_path
 
 _NAME = re.compile(r"^ckpt_(\d{8})\.pt$")
-# atomic_path's temporary files for ckpt_*.pt and best.pt: a process killed while saving leaves one behind
-_TEMP = re.compile(r"^\.(ckpt_\d{8}|best)\..*\.tmp\.pt$")
 
 
 def ckpt_path(folder: Path, step: int) -> Path:
@@ -22,23 +22,17 @@ def ckpt_path(folder: Path, step: int) -> Path:
 
 def list_checkpoints(folder: Path) -> list[tuple[int, Path]]:
     """(step, path) of the finished checkpoints in ``folder``, oldest first (temp files never match)."""
-    if not folder.is_dir():
+    if not os.path.isdir(folder):  # os.path: False, not PermissionError, below a folder without access
         return []
-    found = [(int(m.group(1)), p) for p in folder.iterdir() if (m := _NAME.match(p.name))]
-    return sorted(found)
-
-
-def remove_stale_temps(folder: Path) -> list[Path]:
-    """Delete the temporary files of saves that a kill cut short (one writer per run folder: none is live)."""
-    stale = [p for p in folder.iterdir() if _TEMP.match(p.name)] if folder.is_dir() else []
-    for p in stale:
-        p.unlink(missing_ok=True)
-    return stale
+    try:
+        names = os.listdir(folder)
+    except OSError as e:
+        raise InputError(f"{folder}: cannot read ({e.strerror or e}); give a run folder this user can read") from None
+    return sorted((int(m.group(1)), folder / n) for n in names if (m := _NAME.match(n)))
 
 
 def save_checkpoint(folder: Path, step: int, state: dict[str, Any], keep_last: int) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
-    remove_stale_temps(folder)
     path = ckpt_path(folder, step)
     with atomic_path(path) as tmp:
         torch.save(state, tmp)

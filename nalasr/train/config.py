@@ -1,4 +1,8 @@
-"""Training configuration: one dataclass, read from TOML, written beside the checkpoints."""
+"""Training configuration: one dataclass, read from TOML, written beside the checkpoints.
+
+Importing it costs no torch (``nalasr train --help`` shows these defaults): the model and ops modules are
+imported only to validate a config.
+"""
 
 from __future__ import annotations
 
@@ -6,11 +10,15 @@ import dataclasses
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import InputError
-from ..model import DEFAULT_VARIANT, SCALES, VARIANTS, NaLaSRConfig, config_for
-from ..ops import BACKENDS
+
+if TYPE_CHECKING:
+    from ..model import NaLaSRConfig
+
+# nalasr.model.DEFAULT_VARIANT, written out so that this module does not import torch (a test pins the two equal)
+DEFAULT_VARIANT = "default"
 
 
 @dataclass
@@ -64,6 +72,9 @@ class TrainConfig:
     device: str = "auto"
 
     def validate(self) -> None:
+        from ..model import SCALES
+        from ..ops import BACKENDS
+
         bad = [s for s in self.scales if s not in SCALES]
         if not self.scales or bad:
             raise InputError(f"scales must be among {SCALES}, got {self.scales}")
@@ -102,6 +113,8 @@ class TrainConfig:
 
     def model_config(self) -> NaLaSRConfig:
         """The network's config at the first scale (variant + model_overrides), or InputError."""
+        from ..model import VARIANTS, config_for
+
         if self.variant not in VARIANTS:
             raise InputError(f"unknown variant {self.variant!r}; choose one of {', '.join(VARIANTS)}")
         try:

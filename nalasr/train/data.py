@@ -7,6 +7,8 @@ checkpoint (the generator state), and N processes see exactly the batches one pr
 
 from __future__ import annotations
 
+import os
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -14,37 +16,110 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from ..eval.datasets import read_image
+from ..eval.datasets import BadFile, is_image_file, short_reason
 from ..errors import InputError
 from ..eval.protocol import imresize
+from ..io import imageio
 
 # LR pixels of context cropped around each patch before the bicubic downscale: the antialiased kernel
 # reaches 2 LR pixels each side, so with this margin a patch's LR equals the whole image's LR there.
 MARGIN = 2
+# At most this share of a run's image files may fail to decode: they are left out, and the log names them.
+# More than that means the data is not what the user thinks (a wrong folder, a broken copy): the run is refused.
+MAX_BAD_SHARE = 0.10
+_NAMED = 3  # bad files named in a message before "and N more"
 
 
-def find_images(folders: list[str | Path]) -> list[Path]:
-    """HR image files under ``folders`` (recursive). DIV2K roots resolve to ``DIV2K_train_HR``."""
-    files: list[Path] = []
+@dataclass
+class TrainingImages:
+    """What :func:`load_images` found: the decoded images, the files that did not decode, the stray files."""
+
+    images: list[np.ndarray]  # (H, W, 3) uint8 each
+    files: int  # image files found (decoded or not)
+    bad: list[BadFile]  # names relative to their data folder
+    ignored: list[str]  # files there that are not images (LICENSE, meta.json), relative to their data folder
+
+
+def _data_folder(folder: Path) -> Path:
+    if not folder.is_dir():
+        raise InputError(f"{folder}: training data folder not found")
+    return folder / "DIV2K_train_HR" if (folder / "DIV2K_train_HR").is_dir() else folder
+
+
+def _walk(folder: Path) -> tuple[list[Path], list[Path]]:
+    """(image files, stray files) under ``folder``, recursively; hidden names and LR folders are left out.
+
+    An image is one by content or by name (imageio decides later whether it decodes). Only regular files are
+    looked at: a FIFO would block the reader."""
+    images, stray = [], []
+    for p in sorted(folder.rglob("*")):
+        rel = p.relative_to(folder).parts
+        if any(part.startswith(".") for part in rel) or "LR_bicubic" in rel or not p.is_file():
+            continue
+        (images if is_image_file(p) else stray).append(p)
+    return images, stray
+
+
+def decode_rgb(path: Path) -> np.ndarray:
+    """(H, W, 3) uint8 of an image file, by content; InputError (one line) for one that does not decode.
+
+    Training pairs are 8-bit as the protocol's are: 16-bit pixels are rounded to 8 bits, gray is replicated,
+    alpha is dropped."""
+    px = imageio.read_image(path).pixels  # (H, W, C) uint8 or uint16, C in 1..4
+    if px.dtype == np.uint16:
+        px = ((px.astype(np.uint32) * 255 + 32767) // 65535).astype(np.uint8)
+    rgb = np.repeat(px[..., :1], 3, axis=2) if px.shape[2] <= 2 else px[..., :3]
+    return np.ascontiguousarray(rgb)
+
+
+def load_images(folders: list[str | Path], *, workers: int | None = None) -> TrainingImages:
+    """Decode every image file under ``folders`` (a thread pool: Pillow decodes with the GIL released).
+
+    A file that does not decode is left out and listed in ``bad``; :func:`check_bad_share` says what to do."""
+    images: list[np.ndarray] = []
+    bad: list[BadFile] = []
+    ignored: list[str] = []
     for folder in map(Path, folders):
-        if not folder.is_dir():
-            raise InputError(f"{folder}: training data folder not found")
-        if (folder / "DIV2K_train_HR").is_dir():
-            folder = folder / "DIV2K_train_HR"
-        found = sorted(p for p in folder.rglob("*") if p.is_file() and not p.name.startswith("."))
-        files += [p for p in found if "LR_bicubic" not in p.parts and p.suffix.lower() not in (".txt", ".tsv", ".md")]
-    if not files:
-        raise InputError(f"no files found in {', '.join(map(str, folders))}; give folders of HR images")
-    return files
+        root = _data_folder(folder)
+        files, stray = _walk(root)
+        ignored += [str(p.relative_to(root)) for p in stray]
+        with ThreadPoolExecutor(max_workers=workers or min(16, os.cpu_count() or 1)) as pool:
+            for p, got in zip(files, pool.map(_try_decode, files)):
+                if isinstance(got, np.ndarray):
+                    images.append(got)
+                else:
+                    bad.append(BadFile(str(p.relative_to(root)), got))
+    total = len(images) + len(bad)
+    if total == 0:
+        raise InputError(f"no image files found in {', '.join(map(str, folders))} ({len(ignored)} other files); "
+                         "give folders of HR images")
+    return TrainingImages(images, total, bad, ignored)
 
 
-def decode_rgb(path: Path) -> np.ndarray | None:
-    """(H, W, 3) uint8, or None for a file that is not an 8-bit image (it is skipped, not fatal)."""
+def _try_decode(path: Path) -> np.ndarray | str:
+    """The decoded image, or why it does not decode."""
     try:
-        img = read_image(path)
-    except InputError:
+        return decode_rgb(path)
+    except InputError as e:
+        return short_reason(path, e)
+
+
+def check_bad_share(found: TrainingImages) -> str | None:
+    """The log line naming the files left out (None when all decoded); InputError when more than
+    MAX_BAD_SHARE of them are bad."""
+    if not found.bad:
         return None
-    return np.repeat(img[..., None], 3, axis=2) if img.ndim == 2 else img
+    k, n = len(found.bad), found.files
+    if k > MAX_BAD_SHARE * n:
+        raise InputError(f"{k} of {n} training images could not be decoded: {name_files(found.bad)}; fix or remove "
+                         f"them (up to {MAX_BAD_SHARE:.0%} are left out with a warning)")
+    return f"left out {k} of {n} training images that could not be decoded: {name_files(found.bad)}"
+
+
+def name_files(bad: list[BadFile]) -> str:
+    """The first few files and their reasons, then how many more: a message stays one readable line."""
+    more = f", and {len(bad) - _NAMED} more" if len(bad) > _NAMED else ""
+    return ", ".join(f"{b.name} ({b.reason})" for b in bad[:_NAMED]) + more
 
 
 @dataclass

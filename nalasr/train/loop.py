@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 from contextlib import AbstractContextManager
-from concurrent.futures import ThreadPoolExecutor
 import copy
 import gc
 import json
@@ -29,12 +28,12 @@ from torch import Tensor, nn
 
 from .. import settings
 from ..errors import InputError, NalasrError
-from ..io.fsutil import atomic_write_bytes, writable_folder
+from ..io.fsutil import atomic_write_bytes, remove_stale_temps, writable_folder
 from ..inference.runtime import resolve_device
 from ..io.weights import load_weights, save_weights, shipped_name
 from .checkpoint import list_checkpoints, load_latest, mark_best, save_best, save_checkpoint
 from .config import TrainConfig, load_toml, to_toml
-from .data import MARGIN, PatchSampler, decode_rgb, find_images
+from .data import MARGIN, PatchSampler, check_bad_share, load_images, name_files
 from .multiscale import MultiScaleNaLaSR
 from .validate import Validator
 
@@ -122,15 +121,18 @@ class Trainer:
         cfg, log = self.cfg, self.log
         self.out = writable_folder(cfg.out, "--out") if self.dist.main else Path(cfg.out)
         self.ckpt_dir = self.out / "checkpoints"
+        if self.dist.main:  # before this run writes anything there (one run per folder: rank 0 is its writer)
+            for folder in (self.out, self.ckpt_dir, self.out / "weights"):
+                self._remove_stale_temps(folder)
         if list_checkpoints(self.ckpt_dir) and not resume:
             raise InputError(f"{self.out} already holds checkpoints: pass --resume to continue, or another --out")
-        found = load_latest(self.ckpt_dir) if resume else None
-        if resume and found is None:
+        latest = load_latest(self.ckpt_dir) if resume else None
+        if resume and latest is None:
             log(f"no checkpoint in {self.ckpt_dir}: starting from step 0")
         torch.manual_seed(cfg.seed + self.dist.rank)
 
         self.model = MultiScaleNaLaSR(cfg.model_config(), cfg.scales).to(self.device)
-        if cfg.init and found is None:  # a resumed run's weights come from its checkpoint
+        if cfg.init and latest is None:  # a resumed run's weights come from its checkpoint
             done = self.model.init_from(load_weights(cfg.init))
             log(f"initialised the trunk from {cfg.init} (upsamplers: {done or 'none'})")
         for m in self.model.modules():
@@ -150,21 +152,25 @@ class Trainer:
         self._n_sum = 0
 
         # Pillow decodes with the GIL released: 603 photos (276 MP) take seconds on a pool, a minute in turn.
-        with ThreadPoolExecutor(max_workers=min(16, os.cpu_count() or 1)) as pool:
-            images = [im for im in pool.map(decode_rgb, find_images(cfg.data)) if im is not None]
-        self.sampler = PatchSampler(images, patch=cfg.patch, device=self.device, seed=cfg.seed,
+        found = load_images(cfg.data)
+        dropped = check_bad_share(found)  # InputError when too many are bad
+        if dropped and self.dist.main:
+            log(dropped)
+        self.sampler = PatchSampler(found.images, patch=cfg.patch, device=self.device, seed=cfg.seed,
                                     quantize_lr=cfg.quantize_lr, rank=self.dist.rank, world=self.dist.world,
                                     hr_rescale=cfg.hr_rescale)
-        self.n_images = len(images)
+        self.n_images = len(found.images)
         for s in cfg.scales:  # fail now, not at the first step of that scale
             if len(self.sampler.usable(s)) == 0:
                 raise InputError(f"no training image is at least {(cfg.patch + 2 * MARGIN) * s} px on each side "
                                  f"for x{s} with --patch {cfg.patch}: give larger images or a smaller patch")
-        if found is not None:
-            self._restore(*found)
+        if latest is not None:
+            self._restore(*latest)
             if cfg.restart:  # a new warm-up + decay from here (--lr sets its peak), instead of the run's own
                 cfg.schedule_start = self.step
                 cfg.restart = False  # saved as done: resuming this run again continues this schedule
+        if self.dist.main:  # lines past the step this run starts from (0: a start before any checkpoint) go
+            _truncate_log(self.out / "log.jsonl", self.step)
 
         self._amp = AUTOCAST.get(cfg.precision) if self.device.type == "cuda" else None
         # The trunk at LR 48² runs hundreds of small kernels a step: eager PyTorch is bound by the CPU launching
@@ -192,6 +198,9 @@ class Trainer:
         self._paused = 0.0  # seconds spent validating and checkpointing: not training speed (see _fit_schedule)
         self._val_s = 0.0  # how long the latest validation took
         self.validator = Validator(cfg.val_set, cfg.scales, cfg.data_root, self.device) if cfg.val_set and self.dist.main else None
+        if self.validator is not None and self.validator.bad:  # validation scores the rest: say which are out
+            log(f"validation set {cfg.val_set}: left out {len(self.validator.bad)} files that cannot be scored: "
+                f"{name_files(self.validator.bad)}")
 
     # -------------------------------------------------------------------------------------- state
 
@@ -232,8 +241,6 @@ class Trainer:
         if state["cuda_rng"] is not None and self.device.type == "cuda":
             torch.cuda.set_rng_state(state["cuda_rng"], self.device)
         self.step, self.best, self.history = state["step"], state["best"], state["history"]
-        if self.dist.main:
-            _truncate_log(self.out / "log.jsonl", self.step)
         self.log(f"resumed from {path.name} at step {self.step}")
 
     # ---------------------------------------------------------------------------------------- run
@@ -419,6 +426,14 @@ class Trainer:
     def _checkpoint(self) -> Path:
         return save_checkpoint(self.ckpt_dir, self.step, self.state(), self.cfg.keep_last)
 
+    def _remove_stale_temps(self, folder: Path) -> None:
+        """This tool's temp files that a killed writer left in ``folder`` (a checkpoint, the weights, the log being
+        saved when SIGKILL came): removed once their process is gone (nalasr.io.fsutil), never anyone else's file."""
+        removed = remove_stale_temps(folder)
+        if removed:
+            self.log(f"removed {len(removed)} temporary file{'s' * (len(removed) > 1)} that an interrupted save left "
+                     f"in {folder}: {', '.join(p.name for p in removed[:3])}{' ...' if len(removed) > 3 else ''}")
+
     def export(self, folder: Path) -> list[Path]:
         """Write a weights file per scale from the EMA (or raw) model, with a card."""
         folder.mkdir(parents=True, exist_ok=True)
@@ -453,17 +468,21 @@ Display = Callable[[TrainConfig, int], AbstractContextManager[tuple[Callable[[st
 
 
 def run_config(options: dict[str, Any], *, config_file: str | Path | None = None, resume: bool = False) -> TrainConfig:
-    """The config of ``nalasr train``: the resumed run's own settings (with ``resume`` and a checkpoint in
-    ``options["out"]``), then ``config_file``'s fields, then the ``options`` that are not None."""
+    """The config of ``nalasr train``: the resumed run's own settings (with ``resume`` and a checkpoint in the run
+    folder), then ``config_file``'s fields, then the ``options`` that are not None."""
+    from_file = load_toml(config_file) if config_file is not None else {}
+    given = {k: v for k, v in options.items() if v is not None}
+    out = Path(given.get("out") or from_file.get("out") or TrainConfig.out)
+    if os.path.exists(out) and not os.path.isdir(out):  # os.path: False, not PermissionError, for a locked parent
+        raise InputError(f"--out {out} is an existing file: give a folder")
     fields: dict[str, Any] = {}
-    out = options.get("out")
-    if resume and out is not None and list_checkpoints(Path(out) / "checkpoints"):
+    if resume and list_checkpoints(out / "checkpoints"):
         fields = resume_config(out).to_dict()
-    if config_file is not None:
-        fields.update(load_toml(config_file))
-    fields.update({k: v for k, v in options.items() if v is not None})
-    cfg = TrainConfig.from_dict(fields)
+    cfg = TrainConfig.from_dict({**fields, **from_file, **given})
     if not cfg.data:
+        if resume:  # --resume on a folder with nothing to resume: that is the problem to name, not the data
+            raise InputError(f"--resume: no checkpoint in {out}; give the --out of an existing run, "
+                             "or --data DIR to start a new run there")
         raise InputError("no training data: pass --data DIR (a folder of HR images, or a DIV2K root)")
     return cfg
 
