@@ -14,7 +14,7 @@ from PIL import Image
 
 from nalasr.cli import run
 from nalasr.errors import InputError
-from nalasr.inference.upscaling import upscale_paths
+from nalasr.inference.batch import upscale_paths
 from nalasr.model import create_model
 
 
@@ -45,7 +45,7 @@ def test_fifo_input_is_refused_without_blocking(tmp_path):
     os.mkfifo(fifo)
     good = _png(tmp_path / "g.png")
     code = (
-        "import sys, torch; from nalasr.inference.upscaling import upscale_paths; from nalasr.model import create_model;"
+        "import sys, torch; from nalasr.inference.batch import upscale_paths; from nalasr.model import create_model;"
         "torch.manual_seed(0); m = create_model('small', 2).eval();"
         f"r = upscale_paths([{str(fifo)!r}, {str(tmp_path / '*.png')!r}], scale=2, model=m);"
         "print([(i.input, i.status, i.error) for i in r.items])"

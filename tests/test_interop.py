@@ -116,7 +116,7 @@ def test_upscale_cli_runs_an_exported_model(exported, small_x3, tmp_path):
     from PIL import Image
 
     from nalasr.cli import run
-    from nalasr.inference.upscaling import upscale_paths
+    from nalasr.inference.batch import upscale_paths
 
     rng = np.random.default_rng(0)
     Image.fromarray(rng.integers(0, 256, (23, 31, 3), dtype=np.uint8)).save(tmp_path / "a.png")

@@ -37,8 +37,11 @@ from nalasr.cli import run
 from nalasr.errors import InputError
 from nalasr.io.imageio import read_image
 from nalasr.model import create_model
-from nalasr.inference.upscaling import upscale, upscale_paths
+from nalasr.inference.batch import upscale_paths
+from nalasr.inference.upscaling import upscale
 from nalasr.io.weights import save_weights, shipped_name
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 # ------------------------------------------------------------------------------------------- fixtures
 
@@ -73,13 +76,6 @@ def bilinear(weights_dir) -> Path:
     return weights_dir / "bilinear_x2.safetensors"
 
 
-@pytest.fixture(autouse=True)
-def _one_torch_thread():
-    """Tiny images: one thread is fastest, and on a busy 2-core machine two spinning threads are 30x slower."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
 
 
 def cli(capsys, *args) -> tuple[int, str, str]:
@@ -263,7 +259,7 @@ def test_json_report(tmp_path, capsys, shipped):
     assert item["input_size"] == [10, 8] and item["output_size"] == [30, 24]
     assert item["pixels"] == "RGB 8-bit" and item["status"] == "ok" and item["error"] is None
     assert 0 < item["model_ms"] <= item["total_ms"]
-    assert isinstance(item["peak_memory_bytes"], int) and item["memory_kind"] == "cpu-rss"
+    assert isinstance(item["peak_memory_bytes"], int) and item["memory_kind"] == "cpu-peak-rss"
 
 
 def test_output_file_ext_and_quality(tmp_path, capsys):
@@ -291,7 +287,7 @@ def test_existing_output(tmp_path, capsys):
     dst = tmp_path / "a_x2.png"
     dst.write_bytes(b"old")
     code, _, err = cli(capsys, src, "-s", 2)
-    assert code == 1 and "output exists" in err and "--overwrite" in err
+    assert code == 2 and "output exists" in err and "--overwrite" in err  # one bad input: its own code
     assert dst.read_bytes() == b"old"
     code, report, _ = cli_json(capsys, src, "-s", 2, "--skip-existing")
     assert code == 0 and report["items"][0]["status"] == "skipped" and dst.read_bytes() == b"old"
@@ -307,7 +303,7 @@ def test_inputs_are_never_overwritten(tmp_path, capsys):
     a2.write_bytes(encode(pixels(6, 6, 3, seed=1), "PNG"))
     before = (a.read_bytes(), a2.read_bytes())
     code, report, _ = cli_json(capsys, a, "-o", a, "--overwrite", "-s", 2)
-    assert code == 1 and "one of the inputs" in report["items"][0]["error"]
+    assert code == 2 and "one of the inputs" in report["items"][0]["error"]
     # a's default output is a_x2.png, which is itself an input of this batch
     code, report, _ = cli_json(capsys, a, a2, "--overwrite", "-s", 2)
     assert code == 1
@@ -335,7 +331,7 @@ def test_folder_and_recursive_mirror_the_tree(tmp_path, capsys):
     empty = tmp_path / "empty"
     empty.mkdir()
     code, report, _ = cli_json(capsys, empty)
-    assert code == 1 and "--recursive" in report["items"][0]["error"]
+    assert code == 2 and "--recursive" in report["items"][0]["error"]
 
 
 def test_glob_inputs(tmp_path, capsys):
@@ -344,7 +340,7 @@ def test_glob_inputs(tmp_path, capsys):
     code, report, _ = cli_json(capsys, str(tmp_path / "x*.png"), "-o", tmp_path / "out", "-s", 2)
     assert code == 0 and sorted(p.name for p in (tmp_path / "out").iterdir()) == ["x1_x2.png", "x2_x2.png"]
     code, report, _ = cli_json(capsys, str(tmp_path / "z*.png"), "-s", 2)
-    assert code == 1 and "no file matches" in report["items"][0]["error"]
+    assert code == 2 and "no file matches" in report["items"][0]["error"]
 
 
 def test_same_output_twice_in_one_run_fails_the_second(tmp_path, capsys):
@@ -383,7 +379,7 @@ def test_batch_carries_on_past_bad_files(tmp_path, capsys):
 def test_max_pixels(tmp_path, capsys):
     (tmp_path / "big.png").write_bytes(bomb_png(30, 20))
     code, report, _ = cli_json(capsys, tmp_path / "big.png", "--max-pixels", 599, "-s", 2)
-    assert code == 1 and "over the limit of 599" in report["items"][0]["error"]
+    assert code == 2 and "over the limit of 599" in report["items"][0]["error"]
     code, report, _ = cli_json(capsys, tmp_path / "big.png", "--max-pixels", 600, "-s", 2)
     assert code == 0 and report["items"][0]["output_size"] == [60, 40]
 
@@ -488,17 +484,15 @@ def test_read_only_output_folder(tmp_path, capsys):
     if os.geteuid() != 0:
         os.chmod(locked, 0o555)
         try:
-            code, report, err = cli_json(capsys, src, "-o", locked, "-s", 2)
+            code, out, err = cli(capsys, src, "-o", locked, "-s", 2, "--json")
+            report = json.loads(out) if out.strip() else None
         finally:
             os.chmod(locked, 0o755)
     else:
         code, report, err = _run_with_read_only_folder(locked, ["upscale", str(src), "-o", str(locked), "-s", "2",
                                                                  "--json"])
-    assert code == 1, err
-    item = report["items"][0]
-    assert item["status"] == "failed", item
-    assert "Permission denied" in item["error"] or "Read-only file system" in item["error"]
-    assert "error: 1 of 1 inputs failed" in err
+    assert code == 2 and report is None, err  # refused before the model: one line, no report
+    assert "cannot write there" in err and ("Permission denied" in err or "Read-only file system" in err)
     assert list(locked.iterdir()) == []  # nothing written, no temporary file left
 
 
@@ -514,16 +508,16 @@ def _run_with_read_only_folder(folder: Path, argv: list[str]) -> tuple[int, dict
                              sys.executable, code], capture_output=True, text=True, timeout=300)
     if result.returncode == 99 or "unshare failed" in result.stderr:
         pytest.skip(f"root, and a read-only bind mount is not allowed here: {result.stderr.strip()[:200]}")
-    return result.returncode, json.loads(result.stdout), result.stderr
+    return result.returncode, json.loads(result.stdout) if result.stdout.strip() else None, result.stderr
 
 
-def test_unwritable_output_parent_is_an_item_failure(tmp_path, capsys):
-    """A path component that is a file cannot become a folder: the item fails, the batch goes on."""
+def test_unwritable_output_parent_fails_before_the_model(tmp_path, capsys):
+    """A path component that is a file cannot become a folder: said in one line before any work."""
     src = tmp_path / "a.png"
     src.write_bytes(encode(pixels(4, 4, 3), "PNG"))
     (tmp_path / "blocker").write_text("a file")
-    code, report, _ = cli_json(capsys, src, "-o", tmp_path / "blocker" / "out/", "-s", 2)
-    assert code == 1 and "cannot create the output folder" in report["items"][0]["error"]
+    code, _, err = cli(capsys, src, "-o", tmp_path / "blocker" / "out/", "-s", 2)
+    assert code == 2 and "cannot write there" in err and err.count("\n") == 1  # before the model runs
 
 
 # --- options and whole-run errors
@@ -565,7 +559,7 @@ def test_output_is_an_existing_file_for_many_inputs(tmp_path, capsys):
         (tmp_path / n).write_bytes(encode(pixels(4, 4, 3), "PNG"))
     (tmp_path / "out.png").write_bytes(b"x")
     code, _, err = cli(capsys, tmp_path / "a.png", tmp_path / "b.png", "-o", tmp_path / "out.png")
-    assert code == 2 and "existing file" in err
+    assert code == 2 and "inputs are several files: give a folder" in err
 
 
 def test_outputs_get_normal_file_permissions(tmp_path, capsys, shipped):

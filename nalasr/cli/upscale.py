@@ -1,21 +1,24 @@
-"""``nalasr upscale``: parse the arguments, run :func:`nalasr.inference.upscaling.upscale_paths`, report."""
+"""``nalasr upscale``: parse the arguments, run :func:`nalasr.inference.batch.upscale_paths`, report.
+
+Imports nothing heavy at module level: ``nalasr upscale --help`` must not load torch."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from ..errors import BatchFailures, InputError
-from ..inference.runtime import set_threads
-from ..inference.upscaling import BatchReport, ItemResult, upscale_paths
-from ..io.imageio import DEFAULT_MAX_PIXELS, DEFAULT_QUALITY
+from ..errors import BatchFailures, InputError, NalasrError, Terminated
+from ..io.defaults import DEFAULT_MAX_PIXELS, DEFAULT_PNG_COMPRESSION, DEFAULT_QUALITY
 from .app import app, console, out
 from .choices import AttentionBackend, Ext, Precision, Runtime, Variant, value
+
+if TYPE_CHECKING:
+    from ..inference.jobs import BatchReport, ItemResult
 
 
 @app.command("upscale")
@@ -32,7 +35,9 @@ def upscale_command(
         "--weights", show_default=False, help="A NaLaSR weights file instead of the shipped weights.")] = None,
     variant: Annotated[Optional[Variant], typer.Option(
         "--variant", show_default=False, help="Which shipped model (default: the default variant).")] = None,
-    device: Annotated[str, typer.Option("--device", help="auto, cpu, cuda or cuda:N.")] = "auto",
+    device: Annotated[str, typer.Option(
+        "--device", help="auto, cpu, cuda, cuda:N, or a list (cuda:0,cuda:2). cuda with several GPUs visible uses them "
+                         "all, one worker process each.")] = "auto",
     precision: Annotated[Precision, typer.Option(
         "--precision", help="auto = fp16 on CUDA, fp32 on CPU. A non-finite half-precision output is redone in fp32.")
     ] = Precision.auto,
@@ -44,11 +49,17 @@ def upscale_command(
         help="Output format by extension (default: the input's).")] = None,
     quality: Annotated[int, typer.Option(
         "--quality", "-q", min=1, max=100, help="JPEG/WebP quality.")] = DEFAULT_QUALITY,
+    png_compression: Annotated[int, typer.Option(
+        "--png-compression", min=0, max=9,
+        help="PNG zlib level: 0 fastest and largest, 9 slowest and smallest; pixels are the same at every level."
+    )] = DEFAULT_PNG_COMPRESSION,
     skip_existing: Annotated[bool, typer.Option("--skip-existing", help="Leave existing outputs alone.")] = False,
     overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace existing outputs (never an input).")] = False,
     max_pixels: Annotated[int, typer.Option(
         "--max-pixels", min=1, help="Refuse larger inputs (decompression-bomb guard).")] = DEFAULT_MAX_PIXELS,
-    as_json: Annotated[bool, typer.Option("--json", help="Print machine-readable results on stdout.")] = False,
+    as_json: Annotated[bool, typer.Option(
+        "--json", help="Print machine-readable results on stdout: per image the read, device, model and write "
+                       "times, and the job's images/s.")] = False,
     attention_backend: Annotated[AttentionBackend, typer.Option(
         "--attention-backend", help="auto = fused Triton kernel on CUDA when available, else the PyTorch reference.")
     ] = AttentionBackend.auto,
@@ -61,32 +72,74 @@ def upscale_command(
                                 "quality for 8x the time.")] = False,
 ) -> None:
     """Upscale images, whole (never tiled), and report size, latency and peak memory for each."""
+    from ..inference.batch import upscale_paths
+    from ..inference.runtime import set_threads
+
     if skip_existing and overwrite:
         raise InputError("--skip-existing and --overwrite contradict each other: pick one")
     if (runtime is Runtime.onnxruntime) != (onnx_model is not None):
         raise InputError("--runtime onnxruntime and --model FILE.onnx go together")
     set_threads(threads)
     progress = _progress(enabled=console.is_terminal and not as_json)
+    try:
+        report = _run(progress, upscale_paths, inputs, output, scale=scale, weights=weights, variant=value(variant),
+                      device=device, precision=precision.value, attention_backend=attention_backend.value,
+                      recursive=recursive, ext=value(ext), quality=quality, png_compression=png_compression,
+                      existing="skip" if skip_existing else "overwrite" if overwrite else "fail",
+                      max_pixels=max_pixels, self_ensemble=self_ensemble, onnx=onnx_model, as_json=as_json)
+    except KeyboardInterrupt as e:  # the report was printed; the CLI prints this one line and exits 130 / 143
+        done = getattr(e, "report", None)
+        if done is None:
+            raise
+        raise type(e)(f"{'terminated (SIGTERM)' if isinstance(e, Terminated) else 'interrupted'}: "
+                      f"{done.count('ok')} of {len(done.items)} written, the files in flight finished; run the same "
+                      "command with --skip-existing to do the rest") from e
+    _summary(report, as_json)
+
+
+def _run(progress: Progress, upscale_paths, *args, as_json: bool, **kwargs):  # noqa: ANN001, ANN202
+    """upscale_paths under the progress bar; on an interrupt the partial report is printed and rides on it."""
+    def interrupted(report: BatchReport) -> None:
+        progress.stop()
+        _summary(report, as_json)
+
     with progress:
         task = progress.add_task("upscaling", total=None)
-        report = upscale_paths(
-            inputs, output, scale=scale, weights=weights, variant=value(variant),
-            device=device, precision=precision.value, attention_backend=attention_backend.value,
-            recursive=recursive, ext=value(ext), quality=quality,
-            existing="skip" if skip_existing else "overwrite" if overwrite else "fail", max_pixels=max_pixels,
-            self_ensemble=self_ensemble, onnx=onnx_model,
-            on_start=lambda n: progress.update(task, total=n),
-            on_item=lambda item: _live(progress, task, item),
-        )
+        seen: list[BatchReport] = []
+        try:
+            return upscale_paths(
+                *args, **kwargs,
+                on_start=lambda n: progress.update(task, total=n),
+                on_item=lambda item: _live(progress, task, item),
+                on_warning=lambda text: progress.console.print(f"[yellow]warning:[/] {text}", highlight=False,
+                                                               soft_wrap=True),
+                on_interrupt=lambda report: (seen.append(report), interrupted(report)),
+            )
+        except KeyboardInterrupt as e:
+            e.report = seen[0] if seen else None  # type: ignore[attr-defined]
+            raise
+
+
+def _summary(report: BatchReport, as_json: bool) -> None:
+    """The table (or JSON), the failures one line each, and the exit code: BatchReport.exit_code's rule."""
     if as_json:
         out.print(json.dumps(report.to_dict(), indent=2), markup=False, highlight=False, emoji=False, soft_wrap=True)
     else:
         out.print(_table(report))
+    if report.interrupted:
+        return  # the command re-raises the interrupt with its one line; the CLI exits 130 (Ctrl-C) or 143 (SIGTERM)
     failures = report.failures
+    code = report.exit_code()
+    if len(report.items) == 1 and failures:  # one input: its own one-line error and code
+        error = NalasrError(failures[0].error or "failed")
+        error.exit_code = code
+        raise error
     for item in failures:
         console.print(f"[red]failed:[/] {item.error}", markup=True, highlight=False, soft_wrap=True)
     if failures:
-        raise BatchFailures(f"{len(failures)} of {len(report.items)} inputs failed (listed above)")
+        error = BatchFailures(f"{len(failures)} of {len(report.items)} inputs failed (listed above)")
+        error.exit_code = code
+        raise error
 
 
 def _progress(enabled: bool) -> Progress:
@@ -105,6 +158,7 @@ def _live(progress: Progress, task, item: ItemResult) -> None:  # noqa: ANN001 (
 
 def _table(report: BatchReport) -> Table:
     table = Table(title=f"nalasr upscale x{report.scale}", title_justify="left")
+    # read and write times per image are in --json; the table keeps to 80 columns
     for col, justify in (("input", "left"), ("size", "left"), ("model ms", "right"), ("total ms", "right"),
                          ("peak mem", "right"), ("output", "left")):
         table.add_column(col, justify=justify, overflow="fold")  # type: ignore[arg-type]
@@ -117,15 +171,22 @@ def _table(report: BatchReport) -> Table:
                 result += f" ({item.precision} fallback)"
         elif item.status == "skipped":
             result = f"skipped, exists: {item.output}"
+        elif item.status == "interrupted":
+            result = "[yellow]not done (interrupted)[/]"
         else:
             result = "[red]failed[/]"
         if item.memory_kind:
             kinds.add(item.memory_kind)
         table.add_row(item.input, sizes, _num(item.model_ms), _num(item.total_ms), _mem(item.peak_memory_bytes), result)
-    counts = ", ".join(f"{report.count(s)} {s}" for s in ("ok", "skipped", "failed"))
-    memory = {"cuda-allocated": "CUDA peak allocated", "cpu-rss": "peak RSS growth"}
-    peak = f"; peak mem = {' / '.join(memory.get(k, k) for k in sorted(kinds))} in the forward" if kinds else ""
-    table.caption = f"{counts} in {report.wall_s:.2f} s on {report.device}, {report.precision}{peak}\n" \
+    counts = ", ".join(f"{report.count(s)} {s}" for s in ("ok", "skipped", "failed", "interrupted") if report.count(s)
+                       or s != "interrupted")
+    memory = {"cuda-allocated": "CUDA memory allocated during the forward", "cpu-peak-rss": "the process's peak RSS"}
+    peak = f"; peak mem = {' / '.join(memory.get(k, k) for k in sorted(kinds))}" if kinds else ""
+    rate = f" ({report.images_per_s:.2f} images/s)" if report.count("ok") > 1 else ""
+    st = report.stage_totals_ms()
+    stages = f"\nstages (summed, they overlap): read {st['read_ms'] / 1e3:.2f} s, device {st['device_ms'] / 1e3:.2f} s, " \
+             f"write {st['write_ms'] / 1e3:.2f} s" if report.count("ok") > 1 else ""
+    table.caption = f"{counts} in {report.wall_s:.2f} s{rate} on {report.device}, {report.precision}{peak}{stages}\n" \
                     f"weights: {report.weights or 'given model'}"
     return table
 

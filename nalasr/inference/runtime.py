@@ -149,3 +149,16 @@ def keep_freed_memory() -> bool:
     ok_mmap = libc.mallopt(m_mmap_threshold, 32 << 20)  # glibc's largest allowed value on 64-bit
     ok_trim = libc.mallopt(m_trim_threshold, (1 << 31) - 1)
     return bool(ok_mmap and ok_trim)
+
+
+def process_peak_rss() -> int:
+    """The process's peak resident set size so far (bytes): VmHWM on Linux, ru_maxrss elsewhere."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    scale = 1 if sys.platform == "darwin" else 1024  # macOS reports bytes, Linux kilobytes
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * scale
