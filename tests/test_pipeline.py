@@ -264,3 +264,25 @@ def test_cli_ctrl_c_prints_the_report_and_one_line_and_exits_130(tmp_path, tiny_
     assert report["interrupted"] and [i["status"] for i in report["items"]] == ["ok", "interrupted", "interrupted"]
     assert err.strip().splitlines() == ["interrupted: 1 of 3 written, the files in flight finished; run the same "
                                         "command with --skip-existing to do the rest"]
+
+
+def test_stale_temps_of_a_killed_run_are_removed_and_nothing_else(tmp_path, tiny_x2):
+    import os
+    import subprocess
+    import sys
+
+    from nalasr.io import fsutil
+
+    _pngs(tmp_path / "in", 1)
+    out = tmp_path / "out"
+    out.mkdir()
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                          text=True).stdout.strip()
+    ours = fsutil.temp_prefix(out / "img00_x2.png")  # this process's temp name, with a dead writer's pid
+    stale = out / (ours.replace(f"-{os.getpid()}-", f"-{dead}-") + "abcd1234.tmp.png")
+    stale.write_bytes(b"half a png")
+    theirs = out / ".img00_x2.tmp.png"  # another program's temp: not ours to remove
+    theirs.write_bytes(b"x")
+    report = upscale_paths([tmp_path / "in"], out, scale=2, model=tiny_x2)
+    assert report.count("ok") == 1 and not stale.exists() and theirs.exists()
+    assert any("removed 1 temp file" in w for w in report.warnings)

@@ -18,7 +18,7 @@ from pathlib import Path
 import torch
 
 from ..errors import InputError, WeightsError
-from ..io.fsutil import writable_folder
+from ..io.fsutil import remove_stale_temps, writable_folder
 from ..io.imageio import DEFAULT_MAX_PIXELS, DEFAULT_PNG_COMPRESSION, DEFAULT_QUALITY, normalise_ext
 from ..io.weights import read_header, shipped_path
 from ..model import NaLaSR
@@ -118,7 +118,7 @@ def upscale_paths(
     label = str(onnx) if onnx is not None else None if model is not None else str(
         weights if weights is not None else shipped_path(scale, variant))
     report = BatchReport(scale, ",".join(map(str, devices)), dtype_name(dtype), label, self_ensemble)
-    report.warnings += _advice(dtype, devices, left_out)
+    report.warnings += _advice(dtype, devices, left_out) + _clean_stale_temps(jobs)
     for text in report.warnings:
         if on_warning:
             on_warning(text)
@@ -197,6 +197,15 @@ def _advice(dtype: torch.dtype, devices: list[torch.device], left_out: list[Path
         notes.append(f"left out {len(left_out)} file(s) named as outputs of this tool beside their inputs ({names}); "
                      "name them explicitly to upscale them again")
     return notes
+
+
+def _clean_stale_temps(jobs: list[Job]) -> list[str]:
+    """Remove what killed runs of this tool left in the output folders (its own temp files only: fsutil)."""
+    removed = [p for folder in dict.fromkeys(j.out_dir for j in jobs) for p in remove_stale_temps(folder)]
+    if not removed:
+        return []
+    return [f"removed {len(removed)} temp file(s) an interrupted earlier run left behind "
+            f"({', '.join(p.name for p in removed[:2])}{' ...' if len(removed) > 2 else ''})"]
 
 
 def _check_options(scale: int, existing: str, quality: int, png_compression: int, max_pixels: int, backend: str) -> None:
