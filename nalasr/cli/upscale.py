@@ -81,13 +81,27 @@ def upscale_command(
         raise InputError("--runtime onnxruntime and --model FILE.onnx go together")
     set_threads(threads)
     progress = _progress(enabled=console.is_terminal and not as_json)
+
+    def interrupted(report: BatchReport) -> None:  # the report so far, before the one-line message
+        progress.stop()
+        _summary(report, as_json)
+
     try:
-        report = _run(progress, upscale_paths, inputs, output, scale=scale, weights=weights, variant=value(variant),
-                      device=device, precision=precision.value, attention_backend=attention_backend.value,
-                      recursive=recursive, ext=value(ext), quality=quality, png_compression=png_compression,
-                      existing="skip" if skip_existing else "overwrite" if overwrite else "fail",
-                      max_pixels=max_pixels, self_ensemble=self_ensemble, onnx=onnx_model, as_json=as_json)
-    except KeyboardInterrupt as e:  # the report was printed; the CLI prints this one line and exits 130 / 143
+        with progress:
+            task = progress.add_task("upscaling", total=None)
+            report = upscale_paths(
+                inputs, output, scale=scale, weights=weights, variant=value(variant),
+                device=device, precision=precision.value, attention_backend=attention_backend.value,
+                recursive=recursive, ext=value(ext), quality=quality, png_compression=png_compression,
+                existing="skip" if skip_existing else "overwrite" if overwrite else "fail", max_pixels=max_pixels,
+                self_ensemble=self_ensemble, onnx=onnx_model,
+                on_start=lambda n: progress.update(task, total=n),
+                on_item=lambda item: _live(progress, task, item),
+                on_warning=lambda text: progress.console.print(f"[yellow]warning:[/] {text}", highlight=False,
+                                                               soft_wrap=True),
+                on_interrupt=interrupted,
+            )
+    except KeyboardInterrupt as e:  # the CLI prints this one line and exits 130 (Ctrl-C) / 143 (SIGTERM)
         done = getattr(e, "report", None)
         if done is None:
             raise
@@ -95,29 +109,6 @@ def upscale_command(
                       f"{done.count('ok')} of {len(done.items)} written, the files in flight finished; run the same "
                       "command with --skip-existing to do the rest") from e
     _summary(report, as_json)
-
-
-def _run(progress: Progress, upscale_paths, *args, as_json: bool, **kwargs):  # noqa: ANN001, ANN202
-    """upscale_paths under the progress bar; on an interrupt the partial report is printed and rides on it."""
-    def interrupted(report: BatchReport) -> None:
-        progress.stop()
-        _summary(report, as_json)
-
-    with progress:
-        task = progress.add_task("upscaling", total=None)
-        seen: list[BatchReport] = []
-        try:
-            return upscale_paths(
-                *args, **kwargs,
-                on_start=lambda n: progress.update(task, total=n),
-                on_item=lambda item: _live(progress, task, item),
-                on_warning=lambda text: progress.console.print(f"[yellow]warning:[/] {text}", highlight=False,
-                                                               soft_wrap=True),
-                on_interrupt=lambda report: (seen.append(report), interrupted(report)),
-            )
-        except KeyboardInterrupt as e:
-            e.report = seen[0] if seen else None  # type: ignore[attr-defined]
-            raise
 
 
 def _summary(report: BatchReport, as_json: bool) -> None:

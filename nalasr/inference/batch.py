@@ -8,10 +8,9 @@ them out to one worker process each (:mod:`.shard`).
 from __future__ import annotations
 
 import os
-import threading
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -83,7 +82,7 @@ def upscale_paths(
     options, weights, device); per-input failures are in the report (``report.failures``). ``on_start(n)`` and
     ``on_item(result)`` drive a progress display, ``on_warning(text)`` hears advice before the work starts.
     On Ctrl-C the files in flight are finished, ``on_interrupt(report)`` gets what was done, and the
-    KeyboardInterrupt goes on up. ``self_ensemble``: average the network over the 8 flips/rotations of each image
+    KeyboardInterrupt goes on up carrying it as ``e.report``. ``self_ensemble``: average the network over the 8 flips/rotations of each image
     (8× the time). ``onnx``: run this exported model (``nalasr export``) with onnxruntime.
     """
     t0 = time.perf_counter()
@@ -148,6 +147,7 @@ def upscale_paths(
         report.items = [r for r in getattr(e, "partial_results", []) if r is not None]
         report.interrupted = True
         report.wall_s = time.perf_counter() - t0
+        e.report = report  # type: ignore[attr-defined]
         if on_interrupt:
             on_interrupt(report)
         raise
@@ -175,15 +175,9 @@ def _net(model: NaLaSR | None, choice: ModelChoice, backend: str, ensemble: bool
         if backend != "auto":  # a given model keeps its own backend unless one is asked for
             model.set_attention_backend(backend)  # type: ignore[arg-type]
         return ensemble_of(model) if ensemble else model
-    future: Future = Future()
-
-    def load() -> None:
-        try:
-            future.set_result(choice.load(device))
-        except BaseException as e:  # noqa: BLE001 (handed to the thread that waits for it)
-            future.set_exception(e)
-
-    threading.Thread(target=load, name="nalasr-load", daemon=True).start()
+    loader = ThreadPoolExecutor(1, thread_name_prefix="nalasr-load")
+    future = loader.submit(choice.load, device)
+    loader.shutdown(wait=False)  # the thread ends with the load
     return future
 
 

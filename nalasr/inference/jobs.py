@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from ..errors import InputError, NalasrError
-from ..io.imageio import EXTENSIONS, FORMATS
+from ..io.imageio import EXTENSIONS, FORMATS, check_regular_file
 
 Existing = Literal["fail", "skip", "overwrite"]
 Status = Literal["ok", "skipped", "failed", "interrupted"]
@@ -111,6 +111,28 @@ class Job:
     source: Path
     out_dir: Path  # folder of the output (mirrors the input tree under -o with --recursive)
     out_file: Path | None = None  # the exact output path: `-o FILE` with a single input file
+
+
+def input_of(entry: Job | ItemResult) -> str:
+    """The input as the report names it."""
+    return entry.input if isinstance(entry, ItemResult) else str(entry.source)
+
+
+def claim_early(outputs: "Outputs", job: Job, item: ItemResult) -> bool:
+    """Claim ``job``'s output when its name does not depend on the content (sets ``item.output``). True when that
+    settled the item: skipped (exists, --skip-existing) or refused (its error is on the item)."""
+    out = outputs.path_for(job, None)
+    if out is None:
+        return False
+    item.output = str(out)
+    try:
+        if not outputs.claim(out, job.source):
+            item.status = "skipped"
+            return True
+    except NalasrError as e:
+        item.fail(e)
+        return True
+    return False
 
 
 def failed(text: str, message: str, code: int = InputError.exit_code) -> ItemResult:
@@ -215,8 +237,13 @@ def _is_output_of(path: Path, inputs: set[Path]) -> bool:
 
 
 def _not_regular(text: str) -> ItemResult:
-    """A FIFO, socket or device named as an input: reading it could block forever, so it is refused."""
-    return failed(text, f"{text}: not a regular file (a pipe, socket or device); give image files")
+    """A FIFO, socket, device or broken link given or found as an input: refused unopened (a FIFO would block),
+    with imageio's reason."""
+    try:
+        check_regular_file(text)
+    except InputError as e:
+        return failed(text, str(e))
+    return failed(text, f"{text}: changed while the inputs were listed; run again")
 
 
 def _walk(folder: Path, recursive: bool, found: list, skip_under: Path | None) -> list[Path | ItemResult]:
@@ -240,9 +267,6 @@ def _walk(folder: Path, recursive: bool, found: list, skip_under: Path | None) -
                 continue
             if p.is_file():
                 files.append(p)
-            elif not p.exists():
-                files.append(failed(str(p), f"{p}: a broken symbolic link (its target {os.readlink(p)} is missing)"
-                                    if p.is_symlink() else f"{p}: vanished while the folder was read"))
             elif not p.is_dir():
                 files.append(_not_regular(str(p)))
         if not recursive:

@@ -25,7 +25,7 @@ import torch
 from ..errors import InputError, NalasrError
 from ..io.imageio import Picture, read_image, write_image
 from .ensemble import SelfEnsemble
-from .jobs import ItemResult, Job, Outputs
+from .jobs import ItemResult, Job, Outputs, claim_early, input_of
 from .runtime import process_peak_rss
 from .upscaling import upscale_pixels
 from ..model import NaLaSR
@@ -103,17 +103,10 @@ def run_jobs(
                 finish(i, entry)
                 continue
             item = ItemResult(str(entry.source), worker=worker)
-            out = outputs.path_for(entry, None)
-            if out is not None:
-                item.output = str(out)
-                try:
-                    if not outputs.claim(out, entry.source):
-                        item.status = "skipped"
-                        finish(i, item)
-                        continue
-                except NalasrError as e:
-                    finish(i, item.fail(e))
-                    continue
+            if claim_early(outputs, entry, item):
+                finish(i, item)
+                continue
+            out = Path(item.output) if item.output else None
             reads[i] = (item, out, readers.submit(_read, entry.source, max_pixels))
 
     def collect_writes(block: bool) -> None:
@@ -184,8 +177,7 @@ def run_jobs(
             collect_writes(block=True)
         for i, entry in enumerate(entries):
             if results[i] is None:
-                results[i] = ItemResult(str(entry.source) if isinstance(entry, Job) else entry.input,
-                                        status="interrupted", worker=worker)
+                results[i] = ItemResult(input_of(entry), status="interrupted", worker=worker)
         e.partial_results = list(results)  # type: ignore[attr-defined]
         raise
     finally:

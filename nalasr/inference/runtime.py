@@ -74,7 +74,7 @@ def _rss_bytes() -> int:
         with open("/proc/self/statm") as f:
             return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
     except OSError:  # not Linux: the lifetime peak is the best there is
-        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+        return process_peak_rss()
 
 
 @dataclass

@@ -15,11 +15,12 @@ import queue
 import signal
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 
 from .. import errors
-from .jobs import ItemResult, Job, Outputs
+from .jobs import ItemResult, Job, Outputs, claim_early, input_of
 from .pipeline import Stages, WriteOptions, host_cores, run_jobs
 from .runtime import resolve_dtype
 
@@ -85,8 +86,7 @@ def run_sharded(
         _gather(inbox, procs, results, on_item, interrupted=True)
         for i, entry in enumerate(entries):
             if results[i] is None:
-                results[i] = ItemResult(entry.input if isinstance(entry, ItemResult) else str(entry.source),
-                                        status="interrupted")
+                results[i] = ItemResult(input_of(entry), status="interrupted")
         e.partial_results = list(results)  # type: ignore[attr-defined]
         raise
     finally:
@@ -98,24 +98,19 @@ def run_sharded(
 
 
 def _unreported(entry: Job | ItemResult) -> ItemResult:
-    text = entry.input if isinstance(entry, ItemResult) else str(entry.source)
+    text = input_of(entry)
     return ItemResult(text, error=f"{text}: its worker ended without reporting it; run again on one device",
                       exit_code=errors.NalasrError.exit_code)
 
 
 def _decide(job: Job, outputs: Outputs) -> Job | ItemResult:
     """Claim the output now when its name does not depend on the content; a skip or refusal is final here."""
-    out = outputs.path_for(job, None)
-    if out is None:
+    item = ItemResult(str(job.source))
+    if claim_early(outputs, job, item):
+        return item
+    if item.output is None:
         return job  # the worker names it after decoding
-    item = ItemResult(str(job.source), output=str(out))
-    try:
-        if not outputs.claim(out, job.source):
-            item.status = "skipped"
-            return item
-    except errors.NalasrError as e:
-        return item.fail(e)
-    return Job(job.source, job.out_dir, out)
+    return Job(job.source, job.out_dir, Path(item.output))
 
 
 def _gather(inbox, procs, results, on_item, interrupted: bool = False) -> None:  # noqa: ANN001

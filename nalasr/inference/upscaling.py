@@ -75,11 +75,16 @@ def upscale(
     raise InputError(f"upscale() takes a PIL image or a numpy array, not {type(image).__name__}")
 
 
+def _colour(pixels: np.ndarray) -> tuple[np.ndarray, float]:
+    """The (H, W, 3 or 1) channels the network sees (alpha left out) and the maximum value of the dtype."""
+    maxval = 65535.0 if pixels.dtype == np.uint16 else 255.0
+    return (pixels[..., :3] if pixels.shape[2] >= 3 else pixels[..., :1]), maxval
+
+
 def lr_tensor(pixels: np.ndarray) -> tuple[Tensor, float]:
     """(H, W, C) uint8/uint16 → its colour (or gray) channels as (1, 3 or 1, H, W) float32 in [0, 1], and the
     maximum value they were divided by. An alpha channel is left out."""
-    maxval = 65535.0 if pixels.dtype == np.uint16 else 255.0
-    colour = pixels[..., :3] if pixels.shape[2] >= 3 else pixels[..., :1]
+    colour, maxval = _colour(pixels)
     return torch.from_numpy(np.ascontiguousarray(colour, dtype=np.float32) / maxval).permute(2, 0, 1)[None], maxval
 
 
@@ -115,8 +120,7 @@ def _unit_table(maxval: float, device: torch.device) -> Tensor:
 
 def device_lr_tensor(pixels: np.ndarray, device: torch.device) -> tuple[Tensor, float]:
     """:func:`lr_tensor` with the integers copied to ``device`` and turned into floats there."""
-    maxval = 65535.0 if pixels.dtype == np.uint16 else 255.0
-    colour = pixels[..., :3] if pixels.shape[2] >= 3 else pixels[..., :1]
+    colour, maxval = _colour(pixels)
     # uint16 has few CUDA ops: widen on the host (still half the bytes of float32)
     host = torch.from_numpy(np.ascontiguousarray(colour, dtype=np.int32 if maxval > 255 else np.uint8))
     ints = host.to(device, non_blocking=False).long()

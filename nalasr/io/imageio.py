@@ -90,9 +90,8 @@ class Picture:
 def read_image(path: str | os.PathLike, *, max_pixels: int = DEFAULT_MAX_PIXELS) -> Picture:
     """Read an image file by its content (the extension is not trusted). InputError names the file."""
     path = Path(path)
+    check_regular_file(path)  # before opening: opening a FIFO blocks until a writer comes, a device may never end
     try:
-        # The type is checked before opening: opening a FIFO blocks until a writer comes, a device may never end.
-        _check_regular(path, os.stat(path).st_mode)
         # O_NONBLOCK: should a FIFO be put in its place after the check, the open still returns at once, and
         # the fstat below refuses it. For a regular file the flag changes nothing.
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
@@ -110,6 +109,20 @@ def read_image(path: str | os.PathLike, *, max_pixels: int = DEFAULT_MAX_PIXELS)
         if st.st_size == 0:
             raise InputError(f"{path}: empty file; expected a {_SUPPORTED} image")
         return _decode(f, str(path), max_pixels)
+
+
+def check_regular_file(path: str | os.PathLike) -> None:
+    """InputError (one line naming what it is) unless ``path`` is a regular file; nothing is opened, so a FIFO
+    cannot block. For callers that list inputs before reading them."""
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        if os.path.islink(path):
+            raise InputError(f"{path}: broken symbolic link (to {os.readlink(path)}); nothing to read") from None
+        raise InputError(f"{path}: no such file") from None
+    except OSError as e:
+        raise InputError(f"{path}: cannot read ({e.strerror or e})") from None
+    _check_regular(Path(path), mode)
 
 
 def _check_regular(path: Path, mode: int) -> None:
