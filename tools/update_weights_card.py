@@ -22,7 +22,7 @@ from nalasr.io.weights import load_weights, read_header, save_weights, shipped_d
 
 ROOT = Path(__file__).resolve().parents[1]
 # Where each shipped variant's training run (checkpoint and log) lives in this repo.
-RUN_LOGS = {"default": "training/default_v3/log.jsonl", "small": "training/small_x234/log.jsonl"}
+RUN_LOGS = {"default": "training/default_v4/log.jsonl", "small": "training/small_x234/log.jsonl"}
 
 TRAINING_DATA = (  # a card written without --data says this (the training sets of ../shared/datasets)
     "train/ (T91 91, BSD200 200, McMaster 18, 9 LIVE1: 318 images, 43.5 MP) and train_extra/ (285 photographs: "
