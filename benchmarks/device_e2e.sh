@@ -14,7 +14,7 @@ nvidia-smi --query-gpu=name,memory.used,clocks.sm --format=csv,noheader
 timeout 330 python3 benchmarks/e2e_upscale.py --photos .carry/e2e --tree before=.carry/before --tree after=. \
   --extra "--png-compression 6" --repeats 2 --out "$OUT" 2>&1 | tail -n 20
 echo "== GPU kernel tests"
-PYTHONPATH=$PWD:$PWD/kernels timeout 200 python3 -m pytest -q -x -p no:cacheprovider tests/test_kernels_parity.py \
+PYTHONPATH=$PWD:$PWD/kernels timeout 200 python3 -m pytest -q -p no:cacheprovider tests/test_kernels_parity.py \
   tests/test_kernels_plan.py tests/test_layernorm_kernel.py tests/test_dwconv_kernel.py tests/test_bias_add_kernel.py \
   > "$OUT/kernel_tests.log" 2>&1; echo "rc=$?"; tail -n 5 "$OUT/kernel_tests.log"
 echo "== parity 518K"
