@@ -8,6 +8,8 @@ and around it, in a child process it starts (so interpreter start-up counts), on
     python benchmarks/startup_phases.py --device cpu --size 256x256                   # this CPU
 
 The first run on a fresh machine fills Triton's cache; later runs show a machine that has run nalasr before.
+The input is noise (the network's time does not depend on the content); encoding does, so it is left to
+benchmarks/e2e_upscale.py (real photos, the write stage) and benchmarks/png_encode.py.
 """
 
 from __future__ import annotations
@@ -21,14 +23,12 @@ import time
 from pathlib import Path
 
 PHASES = ("interpreter", "import torch", "import nalasr inference", "device init", "build + load weights",
-          "decode input", "first forward", "second forward", "encode PNG")
+          "decode input", "first forward", "second forward")
 
 
-def child(image: Path, device: str, level: int) -> None:
+def child(image: Path, device: str) -> None:
     """Print one JSON line: the wall clock (time.time) after each phase."""
     stamps = {"interpreter": time.time()}
-    import io as _io
-
     import torch
     stamps["import torch"] = time.time()
     import numpy as np
@@ -49,15 +49,12 @@ def child(image: Path, device: str, level: int) -> None:
     stamps["first forward"] = time.time()
     sr = nalasr.upscale(pixels, model=model)
     stamps["second forward"] = time.time()
-    Image.fromarray(sr).save(_io.BytesIO(), format="PNG", compress_level=level)
-    stamps["encode PNG"] = time.time()
     print(json.dumps({"stamps": stamps, "out_shape": list(sr.shape), "torch": torch.__version__}))
 
 
 def run_once(args: argparse.Namespace, image: Path) -> dict:
     t0 = time.time()
-    cmd = [sys.executable, __file__, "--child", str(image), "--device", args.device,
-           "--png-compression", str(args.png_compression)]
+    cmd = [sys.executable, __file__, "--child", str(image), "--device", args.device]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode:
         sys.exit(f"the timed process failed: {proc.stderr.strip().splitlines()[-1]}")
@@ -74,12 +71,11 @@ def main() -> None:
     p.add_argument("--child", type=Path, help=argparse.SUPPRESS)
     p.add_argument("--device", default="cuda")
     p.add_argument("--size", default="960x540", help="WxH of the input")
-    p.add_argument("--png-compression", type=int, default=6)
     p.add_argument("--runs", type=int, default=2)
     p.add_argument("--out", type=Path)
     args = p.parse_args()
     if args.child:
-        child(args.child, args.device, args.png_compression)
+        child(args.child, args.device)
         return
     import numpy as np
     from PIL import Image
