@@ -3,9 +3,11 @@
 Photographs from the training data (``shared/datasets/train_extra``; never the evaluation sets) are cropped to
 16:9 and resized with Pillow's bicubic filter to 3840x2160 (4K) and 7680x4320 (8K), the sizes of a x4 output of
 960x540 and 1920x1080: smooth, upsampled pictures as an upscaler writes them. Each is encoded through
-``nalasr.io.imageio.encode_image`` (Pillow for 8-bit PNG) at every level a few times; the table gives the median
-wall time and the size, plus JPEG and WebP at quality 95 for reference. One encode is single-threaded, so the
-times carry to another machine roughly by its single-core speed.
+``nalasr.io.imageio.encode_image`` (``nalasr.io.png`` for 8-bit PNG) at every level a few times; the table gives the median
+wall time and the size, beside Pillow's own PNG encoder (what ``encode_image`` used before ``nalasr.io.png``: one
+thread, a filter chosen per row) and JPEG and WebP at quality 95. ``encode_image``'s PNG deflates bands on one
+thread a core, so its wall time falls with cores; its CPU time and Pillow's carry to another machine roughly by
+single-core speed.
 
     .venv/bin/python benchmarks/png_encode.py --out benchmarks/results/png_encode.md
 """
@@ -22,6 +24,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+
+import io  # noqa: E402
 
 import numpy as np  # noqa: E402
 from PIL import Image  # noqa: E402
@@ -53,12 +57,18 @@ def load(rel: str, size: tuple[int, int]) -> np.ndarray:
         return np.asarray(im)
 
 
+def pillow_png(picture: Picture, level: int) -> bytes:
+    buf = io.BytesIO()
+    Image.fromarray(picture.pixels).save(buf, format="PNG", compress_level=level)
+    return buf.getvalue()
+
+
 def measure(picture: Picture, fmt: str, repeats: int, **kw) -> tuple[float, float, int]:
-    """(median wall ms, median CPU ms, bytes) of ``repeats`` encodes."""
+    """(median wall ms, median CPU ms, bytes) of ``repeats`` encodes (fmt "PILLOW": Pillow's PNG encoder)."""
     walls, cpus, size = [], [], 0
     for _ in range(repeats):
         c0, t0 = time.process_time(), time.perf_counter()
-        data, _ = encode_image(picture, fmt, **kw)
+        data = pillow_png(picture, kw["png_compression"]) if fmt == "PILLOW" else encode_image(picture, fmt, **kw)[0]
         walls.append((time.perf_counter() - t0) * 1e3)
         cpus.append((time.process_time() - c0) * 1e3)
         size = len(data)
@@ -70,6 +80,7 @@ def main() -> None:
     ap.add_argument("--photos", type=int, default=len(PHOTOS), help="how many of the photographs (default all)")
     ap.add_argument("--sizes", default="4K,8K", help="comma-separated: 4K, 8K")
     ap.add_argument("--levels", default="0-9", help="PNG levels: 'A-B' or comma-separated")
+    ap.add_argument("--pillow-levels", default="2,6", help="levels of Pillow's encoder to compare (comma-separated)")
     ap.add_argument("--repeats", type=int, default=3, help="encodes per case; the median is reported")
     ap.add_argument("--slow-repeats", type=int, default=1,
                     help="encodes per case for PNG levels 7-9 (seconds each at 8K; default 1)")
@@ -84,6 +95,8 @@ def main() -> None:
     sizes = [s.strip() for s in args.sizes.split(",")]
     cases = [("PNG", f"PNG level {lv}", {"png_compression": lv}, args.slow_repeats if lv >= 7 else args.repeats)
              for lv in levels]
+    cases += [("PILLOW", f"Pillow PNG level {lv}", {"png_compression": lv}, args.repeats)
+              for lv in (int(x) for x in args.pillow_levels.split(",") if x)]
     cases += [("JPEG", "JPEG q95", {"quality": 95}, args.repeats), ("WEBP", "WebP q95", {"quality": 95}, args.repeats)]
 
     # results[size][label] = list over photos of (wall ms, cpu ms, bytes)
@@ -122,13 +135,13 @@ def table(results, sizes, photos, cases, args, elapsed: float) -> list[str]:
         "centre-cropped to 16:9 and resized bicubic (Pillow) to each size: 8-bit RGB. "
         f"Each case encoded {args.repeats} times ({args.slow_repeats} for levels 7-9) through `encode_image`; "
         "times are medians, then the mean over the photographs; sizes the mean over the photographs. "
-        "CPU ms is the process's CPU time: one encode runs on one core, so on an idle machine wall = CPU, and the "
-        "CPU time carries to another machine roughly by its single-core speed (wall here is higher when other "
-        "jobs share the 2 cores).",
+        "CPU ms is the process's CPU time, summed over threads: `encode_image`'s PNG deflates bands on a thread a "
+        "core, Pillow's encoder and JPEG/WebP run on one, so for those wall = CPU on an idle machine. Ratios are "
+        "against Pillow's encoder at level 6, the writer's bytes before `nalasr.io.png`.",
         "",
     ]
     header = "| output |" + "".join(f" {s} CPU ms | {s} wall ms | {s} MB |" for s in sizes) + "".join(
-        f" {s} vs level 6 (CPU) |" for s in sizes)
+        f" {s} vs Pillow level 6 (CPU, wall, size) |" for s in sizes)
     lines += [header, "|---" * (1 + 4 * len(sizes)) + "|"]
     for _, label, _, _ in cases:
         row = f"| {label} |"
@@ -137,13 +150,13 @@ def table(results, sizes, photos, cases, args, elapsed: float) -> list[str]:
             row += (f" {statistics.mean(r[1] for r in rs):,.0f} | {statistics.mean(r[0] for r in rs):,.0f} |"
                     f" {statistics.mean(r[2] for r in rs) / 1e6:.2f} |")
         for s in sizes:
-            base = results[s].get("PNG level 6")
+            base = results[s].get("Pillow PNG level 6")
             if not base:
                 row += " — |"
                 continue
-            t = statistics.mean(r[1] for r in results[s][label]) / statistics.mean(r[1] for r in base)
-            b = statistics.mean(r[2] for r in results[s][label]) / statistics.mean(r[2] for r in base)
-            row += f" {t:.2f}× time, {b:.2f}× size |"
+            ratio = [statistics.mean(r[k] for r in results[s][label]) / statistics.mean(r[k] for r in base)
+                     for k in (1, 0, 2)]
+            row += " " + ", ".join(f"{x:.2f}×" for x in ratio) + " |"
         lines.append(row)
     return lines
 

@@ -4,4 +4,7 @@
 # Image.MAX_IMAGE_PIXELS does not change ours.
 DEFAULT_MAX_PIXELS = 89_478_485
 DEFAULT_QUALITY = 95  # JPEG / WebP
-DEFAULT_PNG_COMPRESSION = 2  # zlib 0-9: smallest level whose 8K encode (~2.4 s on the H200 host; level 3 ~3.2 s) fits the 6 s 1080p->8K target; 1.17x level 6's size at 0.29x its time (benchmarks/results/png_encode.md)
+# zlib 0-9 for 8-bit PNG (nalasr.io.png). Level 4 writes smaller files than Pillow's level 2 (the default
+# before the banded encoder) for less CPU: 4K photos 10.2 MB in 445 ms of CPU against 10.3 MB in 595 ms,
+# and levels 5-9 cost 2-16x the CPU for 2-9% less (benchmarks/results/png_encode.md).
+DEFAULT_PNG_COMPRESSION = 4

@@ -4,7 +4,8 @@ In memory an image is a :class:`Picture`: an (H, W, C) uint8 or uint16 array wit
 2 (gray + alpha), 3 (RGB) or 4 (RGBA), plus the ICC profile and EXIF block to carry to the output.
 
 Pillow does the work, except for 16-bit colour (RGB, RGBA, gray + alpha), which Pillow can only hold at
-8 bits: those PNG/TIFF files are decoded and encoded with OpenCV so 16-bit in stays 16-bit out.
+8 bits: those PNG/TIFF files are decoded and encoded with OpenCV so 16-bit in stays 16-bit out; and 8-bit
+PNG output, which :mod:`.png` encodes on threads.
 Every failure to read a file is an :class:`InputError` naming the file; nothing else escapes the decoders.
 """
 
@@ -30,6 +31,7 @@ from ..errors import InputError
 # Defined in defaults.py (imported by --help without numpy/cv2); re-exported here for the rest of the code.
 from .defaults import DEFAULT_MAX_PIXELS, DEFAULT_PNG_COMPRESSION, DEFAULT_QUALITY
 from .fsutil import atomic_path
+from .png import encode_png
 
 # Format name (Pillow's) → the extension written by default.
 FORMATS: dict[str, str] = {"PNG": ".png", "JPEG": ".jpg", "WEBP": ".webp", "TIFF": ".tif", "BMP": ".bmp"}
@@ -418,9 +420,10 @@ def encode_image(
     """Encode to bytes in ``format`` (a key of FORMATS). Returns (bytes, notes).
 
     ``quality`` (1-100) is for JPEG and WebP; ``png_compression`` (zlib level 0-9: 0 stores, 1 is fastest,
-    9 smallest) for PNG, 8-bit through Pillow's ``compress_level`` (level 6, Pillow's own default, gives the
-    bytes an unset level gives) and 16-bit colour through OpenCV's ``IMWRITE_PNG_COMPRESSION``. Both are
-    checked whatever the format, so a bad value fails the same way for every output.
+    9 smallest) for PNG: 8-bit through :func:`nalasr.io.png.encode_png` (Up filter, bands deflated on threads;
+    the pixels Pillow would write, in other bytes), 16-bit gray through Pillow's ``compress_level`` and 16-bit
+    colour through OpenCV's ``IMWRITE_PNG_COMPRESSION``. Both are checked whatever the format, so a bad value
+    fails the same way for every output.
     """
     if format not in FORMATS:
         raise InputError(f"cannot write format {format!r}; use one of {', '.join(FORMATS)}")
@@ -441,6 +444,8 @@ def encode_image(
         icc = None
     if a.dtype == np.uint16 and a.shape[2] in (3, 4):
         return _encode_cv2(a, format, icc, exif, notes, png_compression), notes
+    if format == "PNG" and a.dtype == np.uint8:  # banded deflate on threads: see nalasr.io.png for why
+        return encode_png(a, png_compression, icc, exif), notes
     im = Image.fromarray(a[..., 0] if a.shape[2] == 1 else a)
     kwargs: dict = {}
     if icc:
