@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # One time-boxed training call on the device machine. Resumes the run the machine kept from an earlier call,
 # else the run's committed checkpoint (training/$RUN/ckpt_*.pt), else starts it from SEED (a checkpoint to
-# warm-restart, carried; FROM=folder resumes a checkpoint carried there instead) with a new warm-up and cosine peaking at LR.
+# warm-restart, carried; FROM=folder resumes a checkpoint carried there instead) with a new warm-up and cosine
+# peaking at LR.
 #   first call:  SEED=.carry/seed/ckpt_00022545.pt LR=3e-4 STEPS=48000 FIT=0 MIN=9 bash training/device_train.sh
+#   a new run:   NEW=1 RUN=x4_p96 MIN=9 bash training/device_train.sh   (starts from the config's init)
 #   later calls: MIN=9 bash training/device_train.sh          (FIT=1 re-fits the cosine's end to the minutes)
 # The data comes first (training/device_data.sh: exit 3 names the parts a fresh machine lacks); Set5 for the
 # validation is carried as .carry/data/Set5. Writes the checkpoint, log, config, weights and stdout to $OUT.
@@ -17,8 +19,12 @@ if ls $DIR/checkpoints/ckpt_*.pt >/dev/null 2>&1; then
 elif ls ${FROM:=training/$RUN}/ckpt_*.pt >/dev/null 2>&1; then
   mkdir -p $DIR/checkpoints && cp $FROM/ckpt_*.pt $DIR/checkpoints/ && cp $FROM/log.jsonl $DIR/
   echo "resuming the run's checkpoint in $FROM"
+elif [ "${NEW:-0}" = 1 ]; then
+  START="--resume"
+  echo "new run from training/$RUN.toml (its init, if any, seeds the weights)"
 else
-  mkdir -p $DIR/checkpoints && cp ${SEED:?no run to resume: give SEED=checkpoint} $DIR/checkpoints/
+  mkdir -p $DIR/checkpoints
+  cp ${SEED:?no run to resume: give SEED=checkpoint, or NEW=1 for a new run} $DIR/checkpoints/
   START="--resume --restart --lr ${LR:-3e-4}"
   echo "warm restart of $SEED at peak LR ${LR:-3e-4}"
 fi
