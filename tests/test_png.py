@@ -74,6 +74,18 @@ def test_bytes_do_not_depend_on_threads(monkeypatch):
     assert encode_png(a, 2, threads=3) == one == encode_png(a, 2)  # None: the shared pool
 
 
+def test_writer_threads_share_the_pool(monkeypatch):
+    """The pipeline's writers encode at once on one shared pool: each gets its own image back, whole."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    monkeypatch.setattr(png, "BAND_BYTES", 500)
+    images = [_photo_like(90 + 7 * i, 31, 3, seed=i) for i in range(8)]
+    alone = [encode_png(a, 1, threads=1) for a in images]
+    with ThreadPoolExecutor(8) as writers:
+        together = list(writers.map(lambda a: encode_png(a, 1), images))
+    assert together == alone
+
+
 def test_filter_is_up_and_the_header_names_the_level():
     a = _photo_like(30, 20, 3)
     for level, flevel in ((1, 0), (2, 1), (6, 2), (9, 3)):
