@@ -1,9 +1,9 @@
 """PNG encoding of 8-bit pictures with the deflate split into bands that compress on threads (as pigz does).
 
 Why not Pillow's encoder: it is one thread, and it picks each row's filter by trying all five, so a 4K SR
-output at zlib level 2 costs ~0.5 s of one core and an 8K one ~1.7 s: most of a one-image job's time after
+output at zlib level 2 costs ~0.6 s of one core and an 8K one ~2 s: most of a one-image job's time after
 the network. Here every row takes the Up filter (row minus the row above: one numpy subtraction; on photos
-the files come out within a few percent of Pillow's at the same level, `benchmarks/results/png_encode.md`),
+the files come out 1-7 % larger than Pillow's at the same level, `benchmarks/results/png_encode.md`),
 and the filtered rows are cut into bands of a fixed number of rows. Each band is deflated on its own and
 ended with a sync flush, so the bands join into one valid zlib stream, and the Adler-32 checksums of the
 bands combine into the stream's. The bands depend on the image alone, so the bytes are the same whatever the
