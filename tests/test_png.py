@@ -9,6 +9,7 @@ import zlib
 import cv2
 import numpy as np
 import pytest
+from imagegen import pixels, smooth_image
 from PIL import Image
 
 from nalasr.io import png
@@ -35,13 +36,6 @@ def _chunks(data: bytes) -> list[tuple[bytes, bytes]]:
     return out
 
 
-def _photo_like(h: int, w: int, c: int, seed: int = 0) -> np.ndarray:
-    y, x = np.mgrid[0:h, 0:w]
-    base = (x * 3 + y * 2)[..., None] // 7 + np.arange(c)[None, None] * 40
-    noise = np.random.default_rng(seed).integers(0, 6, size=(h, w, c))
-    return ((base + noise) % 256).astype(np.uint8)
-
-
 @pytest.mark.parametrize("h,w,c", [(1, 1, 1), (1, 9, 3), (9, 1, 2), (17, 13, 4), (5, 3, 3)])
 @pytest.mark.parametrize("level", [0, 1, 6, 9])
 def test_small_images_decode_exactly(h, w, c, level):
@@ -59,7 +53,7 @@ def test_small_images_decode_exactly(h, w, c, level):
 def test_many_bands_join_into_one_valid_stream(monkeypatch, level):
     """Bands shrunk to a few rows, odd sizes: the sync-flushed parts and the combined Adler-32 must hold."""
     monkeypatch.setattr(png, "BAND_BYTES", 100)
-    a = _photo_like(61, 23, 3)
+    a = smooth_image(61, 23, seed=0)
     data = encode_png(a, level)
     idat = b"".join(body for kind, body in _chunks(data) if kind == b"IDAT")
     raw = zlib.decompress(idat)  # checks the zlib header and the Adler-32 of the whole stream
@@ -69,7 +63,7 @@ def test_many_bands_join_into_one_valid_stream(monkeypatch, level):
 
 def test_bytes_do_not_depend_on_threads(monkeypatch):
     monkeypatch.setattr(png, "BAND_BYTES", 1000)
-    a = _photo_like(200, 37, 4, seed=3)
+    a = pixels(200, 37, 4, seed=3)
     one = encode_png(a, 2, threads=1)
     assert encode_png(a, 2, threads=3) == one == encode_png(a, 2)  # None: the shared pool
 
@@ -79,7 +73,7 @@ def test_writer_threads_share_the_pool(monkeypatch):
     from concurrent.futures import ThreadPoolExecutor
 
     monkeypatch.setattr(png, "BAND_BYTES", 500)
-    images = [_photo_like(90 + 7 * i, 31, 3, seed=i) for i in range(8)]
+    images = [smooth_image(90 + 7 * i, 31, seed=i) for i in range(8)]
     alone = [encode_png(a, 1, threads=1) for a in images]
     with ThreadPoolExecutor(8) as writers:
         together = list(writers.map(lambda a: encode_png(a, 1), images))
@@ -87,7 +81,7 @@ def test_writer_threads_share_the_pool(monkeypatch):
 
 
 def test_filter_is_up_and_the_header_names_the_level():
-    a = _photo_like(30, 20, 3)
+    a = smooth_image(30, 20, seed=0)
     for level, flevel in ((1, 0), (2, 1), (6, 2), (9, 3)):
         idat = b"".join(body for kind, body in _chunks(encode_png(a, level)) if kind == b"IDAT")
         assert idat[0] == 0x78 and (idat[0] * 256 + idat[1]) % 31 == 0 and idat[1] >> 6 == flevel
@@ -99,7 +93,7 @@ def test_filter_is_up_and_the_header_names_the_level():
 
 
 def test_metadata_chunks_come_before_the_pixels():
-    a = _photo_like(4, 5, 3)
+    a = smooth_image(4, 5, seed=0)
     icc, exif = b"\x00" * 128 + b"profile", b"Exif\x00\x00MM\x00*\x00\x00\x00\x08\x00\x00"
     kinds = [k for k, _ in _chunks(encode_png(a, 2, icc=icc, exif=exif))]
     assert kinds == [b"IHDR", b"iCCP", b"eXIf", b"IDAT", b"IEND"]

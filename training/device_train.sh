@@ -20,7 +20,6 @@ elif ls ${FROM:=training/$RUN}/ckpt_*.pt >/dev/null 2>&1; then
   mkdir -p $DIR/checkpoints && cp $FROM/ckpt_*.pt $DIR/checkpoints/ && cp $FROM/log.jsonl $DIR/
   echo "resuming the run's checkpoint in $FROM"
 elif [ "${NEW:-0}" = 1 ]; then
-  START="--resume"
   echo "new run from training/$RUN.toml (its init, if any, seeds the weights)"
 else
   mkdir -p $DIR/checkpoints

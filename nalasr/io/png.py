@@ -19,7 +19,7 @@ import os
 import struct
 import threading
 import zlib
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -68,7 +68,7 @@ def encode_png(a: np.ndarray, level: int, icc: bytes | None = None, exif: bytes 
         out = z.compress(data) + z.flush(zlib.Z_FINISH if i == last else zlib.Z_SYNC_FLUSH)
         return out, zlib.adler32(data), len(data)
 
-    parts = list(_map(band, range(len(starts)), threads))
+    parts = _map(band, len(starts), threads)
     check = parts[0][1]
     for _, adler, n in parts[1:]:
         check = adler32_combine(check, adler, n)
@@ -100,19 +100,18 @@ def _chunk(kind: bytes, data: bytes) -> bytes:
     return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(data, zlib.crc32(kind)))
 
 
-def _map(fn: Callable[[int], tuple[bytes, int, int]], items: Iterable[int], threads: int | None):
-    """fn over items in order: in this thread (threads=1 or one item), else on the shared pool or a new one.
+def _map(fn: Callable[[int], tuple[bytes, int, int]], n: int, threads: int | None) -> list[tuple[bytes, int, int]]:
+    """[fn(0), ..., fn(n - 1)]: in this thread (threads=1 or one band), else on the shared pool or a new one.
 
     zlib and numpy release the GIL, so the bands compress in parallel. Pipeline writer threads share one
     pool, so several images being written at once never run more deflate threads than there are cores.
     """
-    items = list(items)
-    if threads == 1 or len(items) == 1:
-        return map(fn, items)
+    if threads == 1 or n == 1:
+        return [fn(i) for i in range(n)]
     if threads is not None:
         with ThreadPoolExecutor(threads) as pool:
-            return list(pool.map(fn, items))
-    return _shared_pool().map(fn, items)
+            return list(pool.map(fn, range(n)))
+    return list(_shared_pool().map(fn, range(n)))
 
 
 def _shared_pool() -> ThreadPoolExecutor:
