@@ -515,3 +515,19 @@ def test_scale_weights_interleave_the_scales_per_cycle():
     for bad in ([1, 1], [1, 0, 2]):
         with pytest.raises(InputError, match="scale_weights"):
             TrainConfig(scales=[2, 3, 4], scale_weights=bad).validate()
+
+
+def test_pixel_loss_choice():
+    from nalasr.train.loop import loss_fn
+
+    g = torch.Generator().manual_seed(3)
+    sr, hr = torch.rand(2, 3, 7, 5, generator=g), torch.rand(2, 3, 7, 5, generator=g)
+    diff = sr - hr
+    assert torch.allclose(loss_fn(sr, hr, 0.0, "l1"), diff.abs().mean())
+    assert torch.allclose(loss_fn(sr, hr, 0.0, "l2"), diff.square().mean())
+    assert not torch.allclose(loss_fn(sr, hr, 0.0, "l1"), loss_fn(sr, hr, 0.0, "l2"))
+    with pytest.raises(InputError, match="loss must be l1 or l2"):
+        TrainConfig(loss="l3").validate()
+    cfg = TrainConfig(loss="l2")
+    cfg.validate()
+    assert TrainConfig.from_dict(cfg.to_dict()).loss == "l2"

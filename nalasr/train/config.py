@@ -46,7 +46,10 @@ class TrainConfig:
     weight_decay: float = 0.0
     betas: list[float] = field(default_factory=lambda: [0.9, 0.99])
     grad_clip: float = 1.0  # max global grad norm; 0 disables
-    loss_fft: float = 0.0  # weight of an L1 term on the FFT amplitude (0: plain L1)
+    # "l1" (robust, the usual SR loss) or "l2": PSNR is a log of the MSE, so an L2 fine-tune of an L1-trained
+    # model aims the last steps at the metric itself (EDSR/RCAN-era practice for the final PSNR figures).
+    loss: str = "l1"
+    loss_fft: float = 0.0  # weight of an L1 term on the FFT amplitude (0: the pixel loss alone)
     ema: float = 0.999  # decay; 0 disables
     precision: str = "bf16"  # autocast dtype on CUDA: bf16, fp16 or fp32
     compile: bool = False  # torch.compile the trunk on CUDA (unmeasured; turns cuda_graphs off)
@@ -85,6 +88,8 @@ class TrainConfig:
             raise InputError("batch must be ≥ 1, patch ≥ 4 and steps ≥ 1")
         if self.schedule not in ("cosine", "multistep"):
             raise InputError(f"schedule must be cosine or multistep, got {self.schedule!r}")
+        if self.loss not in ("l1", "l2"):
+            raise InputError(f"loss must be l1 or l2, got {self.loss!r}")
         if self.optimizer not in ("adam", "adamw"):
             raise InputError(f"optimizer must be adam or adamw, got {self.optimizer!r}")
         if self.precision not in ("bf16", "fp16", "fp32"):

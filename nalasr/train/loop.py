@@ -92,8 +92,9 @@ def lr_at(step: int, cfg: TrainConfig) -> float:
     return cfg.min_lr + 0.5 * (cfg.lr - cfg.min_lr) * (1 + math.cos(math.pi * t))
 
 
-def loss_fn(sr: Tensor, hr: Tensor, fft_weight: float) -> Tensor:
-    loss = F.l1_loss(sr, hr)
+def loss_fn(sr: Tensor, hr: Tensor, fft_weight: float, pixel: str = "l1") -> Tensor:
+    """Pixel loss (``pixel``: "l1" or "l2") plus ``fft_weight`` × L1 on the FFT amplitude. sr, hr: (B, 3, H, W)."""
+    loss = F.l1_loss(sr, hr) if pixel == "l1" else F.mse_loss(sr, hr)
     if fft_weight:
         loss = loss + fft_weight * F.l1_loss(torch.fft.rfft2(sr).abs(), torch.fft.rfft2(hr).abs())
     return loss
@@ -289,7 +290,7 @@ class Trainer:
                 group["lr"] = lr_at(self.step, cfg)
             with self._autocast():
                 sr = self.net(batch.lr, scale, self._graphed_trunk(batch.lr) if self._graphs else None)
-            loss = loss_fn(sr.float(), batch.hr, cfg.loss_fft)
+            loss = loss_fn(sr.float(), batch.hr, cfg.loss_fft, cfg.loss)
             self.opt.zero_grad(set_to_none=True)
             loss.backward()
             if cfg.grad_clip:
