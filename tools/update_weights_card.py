@@ -22,7 +22,7 @@ from nalasr.io.weights import load_weights, read_header, save_weights, shipped_d
 
 ROOT = Path(__file__).resolve().parents[1]
 # Where each shipped variant's training run (checkpoint and log) lives in this repo.
-RUN_LOGS = {"default": "training/default_v4/log.jsonl", "small": "training/small_x234/log.jsonl"}
+RUN_LOGS = {"default": "training/default_l2/log.jsonl", "small": "training/small_x234/log.jsonl"}
 
 TRAINING_DATA = (  # a card written without --data says this (the training sets of ../shared/datasets)
     "train/ (T91 91, BSD200 200, McMaster 18, 9 LIVE1: 318 images, 43.5 MP) and train_extra/ (285 photographs: "
@@ -102,7 +102,7 @@ def render_variant(rows: list[tuple[int, dict]], variant: str, log: Path | None)
         " (each step one scale, taking turns"
         + (f"; the last cycle {card0['scale_cycle']}" if "scale_cycle" in card0 else "")
         + f"; see the schedule); batch {card0['batch']},"
-        f" LR patch {card0['patch']}, AdamW, EMA {card0['ema']}, bf16 autocast, one H200.",
+        f" LR patch {card0['patch']}, AdamW, EMA {card0['ema']}, bf16 autocast, one GPU (H200 or H100: see the schedule).",
         f"- Schedule: {card0.get('training_schedule') or 'warm-up, then cosine from lr ' + str(card0['lr'])}",
         f"- Command: `{card0.get('training_command', '')}`",
         "",
