@@ -12,6 +12,10 @@ bytes at the same compression level, and pixels.
     python benchmarks/e2e_upscale.py --photos .carry/e2e --tree before=.carry/before --tree after=. --out $OUT
     # this CPU
     python benchmarks/e2e_upscale.py --photos DIR --device cpu --size 256x256 --count 4 --big none --out /tmp/e2e
+    # the same tree with and without a resident worker (`nalasr worker start` before its jobs, stopped after)
+    python benchmarks/e2e_upscale.py --photos .carry/e2e --tree alone=. --tree worker=. --worker worker --out $OUT
+
+Each tree gets its own XDG_RUNTIME_DIR, so only the trees named by --worker find one.
 """
 
 from __future__ import annotations
@@ -72,9 +76,14 @@ def _fit(path: Path, size: tuple[int, int]) -> Image.Image:
 WEIGHTS = Path("weights").resolve()  # every tree runs the same shipped weights (a snapshot may carry none)
 
 
-def run_job(tree: Path, args: list[str]) -> tuple[float, dict | None, str]:
+def tree_env(tree: Path, runtime: Path) -> dict[str, str]:
+    runtime.mkdir(mode=0o700, parents=True, exist_ok=True)
+    return dict(os.environ, PYTHONPATH=f"{tree}{os.pathsep}{tree / 'kernels'}", NALASR_WEIGHTS=str(WEIGHTS),
+                XDG_RUNTIME_DIR=str(runtime))
+
+
+def run_job(tree: Path, args: list[str], env: dict[str, str]) -> tuple[float, dict | None, str]:
     """(wall seconds, the --json report or None, stderr tail) of one `nalasr upscale` in a new process."""
-    env = dict(os.environ, PYTHONPATH=f"{tree}{os.pathsep}{tree / 'kernels'}", NALASR_WEIGHTS=str(WEIGHTS))
     t0 = time.perf_counter()
     done = subprocess.run([sys.executable, "-m", "nalasr", "upscale", *args, "--json"], cwd=tree, env=env,
                           capture_output=True, text=True)
@@ -129,6 +138,8 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=2, help="runs of each job per tree (the best is reported)")
     ap.add_argument("--extra", default="", help="arguments for the other trees' run compared with the first tree's "
                                                 "PNGs, e.g. '--png-compression 6' (the first tree's level)")
+    ap.add_argument("--worker", action="append", default=[], metavar="NAME",
+                    help="run this tree's jobs with a resident worker started first (repeatable)")
     ap.add_argument("--pack", type=Path, metavar="SRC", help="only write --photos from the photographs in SRC "
                                                                 "(e.g. ../shared/datasets/train_extra) and exit")
     opts = ap.parse_args()
@@ -139,21 +150,30 @@ def main() -> None:
     work = opts.out / "work"
     inputs = make_inputs(opts.photos, work / "inputs", wh(opts.size), opts.count,
                          None if opts.big == "none" else wh(opts.big))
+    envs = {name: tree_env(tree, work / f"rt_{name}") for name, tree in trees}
+    workers = {}
+    for name, tree in trees:
+        if name in opts.worker:
+            t0 = time.perf_counter()
+            subprocess.run([sys.executable, "-m", "nalasr", "worker", "start", "--device", opts.device, "--scale",
+                            str(opts.scale)], cwd=tree, env=envs[name], check=True)
+            workers[name] = round(time.perf_counter() - t0, 3)
     for name, tree in trees:  # warm-up: the caches of a machine that has run nalasr before
         run_job(tree, [str(inputs["one"]), "-o", str(work / f"warm_{name}.png"), "--scale", str(opts.scale),
-                       "--device", opts.device, "--overwrite"])
+                       "--device", opts.device, "--overwrite"], envs[name])
     rows: dict[tuple[str, str], dict] = {}
     for rep in range(opts.repeats):
         for name, tree in trees:
             target = work / f"run{rep}"
             for label, args, n in jobs(inputs, target, name, opts.scale, opts.device):
-                wall, report, err = run_job(tree, args)
+                wall, report, err = run_job(tree, args, envs[name])
                 row = rows.setdefault((label, name), {"wall_s": [], "images": n, "error": "", "report": None})
                 row["wall_s"].append(round(wall, 3))
                 row["error"] = row["error"] or err
                 if report is not None and (row["report"] is None or wall <= min(row["wall_s"])):
                     row["report"] = {k: report.get(k) for k in ("wall_s", "images_per_s", "stages_ms", "device")}
-    result = {"machine": _machine(opts.device), "command": "python " + shlex.join(sys.argv), "rows": [
+    result = {"machine": _machine(opts.device), "command": "python " + shlex.join(sys.argv),
+              "worker_start_s": workers, "rows": [
         {"job": label, "tree": name, **row} for (label, name), row in rows.items()]}
     if len(trees) > 1:  # the first tree's PNGs against each other tree's, written with --extra (same zlib level)
         first = trees[0][0]
@@ -161,8 +181,11 @@ def main() -> None:
         for name, tree in trees[1:]:
             same = work / "identity" / name
             run_job(tree, [str(inputs["folder"]), "-o", str(same), "--scale", str(opts.scale), "--device", opts.device,
-                           *opts.extra.split()])
+                           *opts.extra.split()], envs[name])
             result["png_vs_" + first][name] = {"extra": opts.extra, **compare(work / "run0" / first / "png", same)}
+    for name, tree in trees:
+        if name in workers:
+            subprocess.run([sys.executable, "-m", "nalasr", "worker", "stop"], cwd=tree, env=envs[name])
     (opts.out / "e2e_upscale.json").write_text(json.dumps(result, indent=1))
     (opts.out / "e2e_upscale.md").write_text(markdown(result))
     print(markdown(result))
@@ -170,7 +193,9 @@ def main() -> None:
 
 
 def markdown(result: dict) -> str:
-    lines = [f"Machine: {result['machine']}", f"Command: `{result['command']}`", "",
+    started = "; ".join(f"{n}'s worker started in {s:.1f} s (before its jobs)" for n, s in
+                        result.get("worker_start_s", {}).items())
+    lines = [f"Machine: {result['machine']}", f"Command: `{result['command']}`", *([started] if started else []), "",
              "| job | tree | wall s (best) | images/s (wall) | in-job images/s | stage ms (read / model / write) |",
              "|---|---|---|---|---|---|"]
     for r in result["rows"]:

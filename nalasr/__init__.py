@@ -8,7 +8,8 @@ Importing works without a GPU and without Triton, and costs nothing: the names b
 (torch with the model, Pillow/OpenCV with image I/O).
 
 The code reads CLI → library → model → ops → kernels: :mod:`nalasr.cli` (commands), :mod:`nalasr.inference`,
-:mod:`nalasr.eval`, :mod:`nalasr.train`, :mod:`nalasr.bench` (what a user does), :mod:`nalasr.io` (files),
+:mod:`nalasr.eval`, :mod:`nalasr.train`, :mod:`nalasr.bench` (what a user does; :mod:`nalasr.worker` runs
+upscale jobs in a resident process), :mod:`nalasr.io` (files),
 :mod:`nalasr.model` (the network), :mod:`nalasr.ops` (its ops, fast path picked there), ``nalasr_kernels``
 (Triton). :mod:`nalasr.settings` reads the environment, :mod:`nalasr.errors` maps errors to exit codes.
 """

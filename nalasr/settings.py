@@ -8,7 +8,9 @@ User-facing variables (the only ``NALASR_*`` names the library reads):
     NALASR_CUDA_GRAPHS=0     no CUDA-graph replay of repeated input sizes
     NALASR_REFERENCE=1       the plain PyTorch path everywhere: no Triton kernel, no fused inference op
 
-and torchrun's WORLD_SIZE / RANK / LOCAL_RANK for multi-process training.
+and torchrun's WORLD_SIZE / RANK / LOCAL_RANK for multi-process training, XDG_RUNTIME_DIR (where
+``nalasr worker`` keeps its socket; else /tmp/nalasr-UID) and CUDA_VISIBLE_DEVICES (a resident worker serves only
+commands that see the same GPUs).
 
 Code asks :func:`get`; a process that changes ``os.environ`` after import (tests) calls :func:`reload`.
 """
@@ -33,6 +35,14 @@ class Settings:
     world_size: int = 1
     rank: int = 0
     local_rank: int = 0
+    runtime_dir: Path | None = None
+    visible_gpus: str | None = None  # CUDA_VISIBLE_DEVICES as set (None: unset)
+
+    def job_affecting(self) -> dict[str, str | None]:
+        """What a resident worker and the command it serves must agree on: the settings that change a job's
+        result or its devices (not the training or data ones)."""
+        return {"weights": None if self.weights is None else str(self.weights), "cuda_graphs": str(self.cuda_graphs),
+                "reference": str(self.reference), "visible_gpus": self.visible_gpus}
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] = os.environ) -> Settings:
@@ -49,6 +59,8 @@ class Settings:
             world_size=int(env.get("WORLD_SIZE", "1")),
             rank=int(env.get("RANK", "0")),
             local_rank=int(env.get("LOCAL_RANK", "0")),
+            runtime_dir=path("XDG_RUNTIME_DIR"),
+            visible_gpus=env.get("CUDA_VISIBLE_DEVICES"),
         )
 
 

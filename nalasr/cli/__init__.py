@@ -9,7 +9,7 @@ from importlib import import_module
 
 from .app import app, main, run
 
-COMMANDS = ("info", "upscale", "evaluate", "train", "bench", "export", "diagnose")
+COMMANDS = ("info", "upscale", "evaluate", "train", "bench", "export", "diagnose", "worker")
 
 for _name in COMMANDS:
     import_module(f"{__name__}.{_name}")

@@ -70,15 +70,31 @@ def upscale_command(
     self_ensemble: Annotated[bool, typer.Option(
         "--self-ensemble", help="Average the network over the 8 flips/rotations of each image: a little more "
                                 "quality for 8x the time.")] = False,
+    no_worker: Annotated[bool, typer.Option(
+        "--no-worker", help="Run in this process even when a `nalasr worker` is running (by default a running "
+                            "worker does the job, without this process's start-up).")] = False,
 ) -> None:
     """Upscale images, whole (never tiled), and report size, latency and peak memory for each."""
-    from ..inference.batch import upscale_paths
-    from ..inference.runtime import set_threads
-
     if skip_existing and overwrite:
         raise InputError("--skip-existing and --overwrite contradict each other: pick one")
     if (runtime is Runtime.onnxruntime) != (onnx_model is not None):
         raise InputError("--runtime onnxruntime and --model FILE.onnx go together")
+    options = dict(
+        inputs=list(inputs), output=output, scale=scale, weights=None if weights is None else str(weights),
+        variant=value(variant), device=device, precision=precision.value, attention_backend=attention_backend.value,
+        recursive=recursive, ext=value(ext), quality=quality, png_compression=png_compression,
+        existing="skip" if skip_existing else "overwrite" if overwrite else "fail", max_pixels=max_pixels,
+        self_ensemble=self_ensemble,
+    )
+    if not no_worker and onnx_model is None:
+        report = _via_worker({**options, "threads": threads}, as_json)
+        if report is not None:
+            _summary(report, as_json)
+            return
+
+    from ..inference.batch import upscale_paths
+    from ..inference.runtime import set_threads
+
     set_threads(threads)
     progress = _progress(enabled=console.is_terminal and not as_json)
 
@@ -90,11 +106,7 @@ def upscale_command(
         with progress:
             task = progress.add_task("upscaling", total=None)
             report = upscale_paths(
-                inputs, output, scale=scale, weights=weights, variant=value(variant),
-                device=device, precision=precision.value, attention_backend=attention_backend.value,
-                recursive=recursive, ext=value(ext), quality=quality, png_compression=png_compression,
-                existing="skip" if skip_existing else "overwrite" if overwrite else "fail", max_pixels=max_pixels,
-                self_ensemble=self_ensemble, onnx=onnx_model,
+                **options, onnx=onnx_model,
                 on_start=lambda n: progress.update(task, total=n),
                 on_item=lambda item: _live(progress, task, item),
                 on_warning=lambda text: progress.console.print(f"[yellow]warning:[/] {text}", highlight=False,
@@ -105,10 +117,52 @@ def upscale_command(
         done = getattr(e, "report", None)
         if done is None:
             raise
-        raise type(e)(f"{'terminated (SIGTERM)' if isinstance(e, Terminated) else 'interrupted'}: "
-                      f"{done.count('ok')} of {len(done.items)} written, the files in flight finished; run the same "
-                      "command with --skip-existing to do the rest") from e
+        raise _stopped(e, done) from e
     _summary(report, as_json)
+
+
+def _via_worker(options: dict, as_json: bool) -> BatchReport | None:
+    """The job done by a running ``nalasr worker`` (events shown as they come); None when there is none, or it
+    will not serve this command (said in one note), and this process should do it."""
+    from ..inference.jobs import BatchReport, ItemResult
+    from ..worker import client
+
+    progress = _progress(enabled=console.is_terminal and not as_json)
+    tasks = []  # the bar appears with the worker's first answer: none shows when no worker is running
+
+    def on_event(message: dict) -> None:
+        if not tasks:
+            tasks.append(progress.add_task("upscaling (worker)", total=None))
+        task = tasks[0]
+        if message["event"] == "start":
+            progress.update(task, total=message["n"])
+        elif message["event"] == "item":
+            _live(progress, task, ItemResult.from_dict(message["item"]))
+        elif message["event"] == "warning":
+            progress.console.print(f"[yellow]warning:[/] {message['text']}", highlight=False, soft_wrap=True)
+
+    try:
+        with progress:
+            done = client.run_upscale(options, on_event)
+    except client.Refused as e:
+        console.print(f"[yellow]note:[/] the running worker does not serve this command ({e}); running it here",
+                      highlight=False, soft_wrap=True)
+        return None
+    except KeyboardInterrupt as e:
+        partial = getattr(e, "report_dict", None)
+        if partial is None:
+            raise
+        report = BatchReport.from_dict(partial)
+        _summary(report, as_json)
+        raise _stopped(e, report) from e
+    return None if done is None else BatchReport.from_dict(done["report"])
+
+
+def _stopped(e: KeyboardInterrupt, done: BatchReport) -> KeyboardInterrupt:
+    """The interrupt again, with the line the CLI prints (Terminated stays Terminated: exit 143)."""
+    return type(e)(f"{'terminated (SIGTERM)' if isinstance(e, Terminated) else 'interrupted'}: "
+                   f"{done.count('ok')} of {len(done.items)} written, the files in flight finished; run the same "
+                   "command with --skip-existing to do the rest")
 
 
 def _summary(report: BatchReport, as_json: bool) -> None:

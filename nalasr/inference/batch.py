@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -27,6 +28,9 @@ from .jobs import BatchReport, Existing, ItemResult, Job, Outputs, collect
 from .loading import load_model
 from .pipeline import Stages, WriteOptions, run_jobs
 from .runtime import check_scale, dtype_name, resolve_device, resolve_dtype
+
+if TYPE_CHECKING:
+    from .warm import ModelCache
 
 
 @dataclass(frozen=True)
@@ -65,6 +69,7 @@ def upscale_paths(
     max_pixels: int = DEFAULT_MAX_PIXELS,
     self_ensemble: bool = False,
     onnx: str | os.PathLike | None = None,
+    cache: ModelCache | None = None,
     on_start: Callable[[int], None] | None = None,
     on_item: Callable[[ItemResult], None] | None = None,
     on_warning: Callable[[str], None] | None = None,
@@ -83,7 +88,8 @@ def upscale_paths(
     ``on_item(result)`` drive a progress display, ``on_warning(text)`` hears advice before the work starts.
     On Ctrl-C the files in flight are finished, ``on_interrupt(report)`` gets what was done, and the
     KeyboardInterrupt goes on up carrying it as ``e.report``. ``self_ensemble``: average the network over the 8 flips/rotations of each image
-    (8× the time). ``onnx``: run this exported model (``nalasr export``) with onnxruntime.
+    (8× the time). ``onnx``: run this exported model (``nalasr export``) with onnxruntime. ``cache``: take the
+    network from (and leave it in) this cache, as a resident worker does; a job over several devices loads its own.
     """
     t0 = time.perf_counter()
     _check_options(scale, existing, quality, png_compression, max_pixels, attention_backend)
@@ -136,7 +142,7 @@ def upscale_paths(
 
             report.items = run_sharded(entries, outputs, devices, choice, write, max_pixels, item_done)
         elif jobs:
-            net = _net(model, choice, attention_backend, self_ensemble, devices[0])
+            net = _net(model, choice, attention_backend, self_ensemble, devices[0], cache)
             report.items = run_jobs(entries, outputs, net, dtype, write, max_pixels=max_pixels,
                                     stages=Stages.for_device(devices[0]), worker=str(devices[0]), on_item=item_done)
         else:
@@ -169,14 +175,14 @@ def resolve_devices(device: str | torch.device) -> list[torch.device]:
 
 
 def _net(model: NaLaSR | None, choice: ModelChoice, backend: str, ensemble: bool,
-         device: torch.device) -> NaLaSR | SelfEnsemble | Future:
+         device: torch.device, cache: ModelCache | None = None) -> NaLaSR | SelfEnsemble | Future:
     """The network, or a Future of it: the weights load on a thread while the first images decode."""
     if model is not None:
         if backend != "auto":  # a given model keeps its own backend unless one is asked for
             model.set_attention_backend(backend)  # type: ignore[arg-type]
         return ensemble_of(model) if ensemble else model
     loader = ThreadPoolExecutor(1, thread_name_prefix="nalasr-load")
-    future = loader.submit(choice.load, device)
+    future = loader.submit(choice.load, device) if cache is None else loader.submit(cache.get, choice, device)
     loader.shutdown(wait=False)  # the thread ends with the load
     return future
 

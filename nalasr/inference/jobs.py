@@ -58,6 +58,15 @@ class ItemResult:
     def to_dict(self) -> dict[str, Any]:
         return {k: (list(v) if isinstance(v, tuple) else v) for k, v in self.__dict__.items()}
 
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "ItemResult":
+        """The inverse of :meth:`to_dict` (a resident worker's items, read back by the command that asked)."""
+        known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
+        for key in ("input_size", "output_size"):
+            if known.get(key) is not None:
+                known[key] = tuple(known[key])
+        return cls(**known)
+
 
 @dataclass
 class BatchReport:
@@ -70,6 +79,7 @@ class BatchReport:
     wall_s: float = 0.0  # from the call to the last file written
     warnings: list[str] = field(default_factory=list)
     interrupted: bool = False
+    process: str | None = None  # who ran the job: None for this process, "worker pid N" for a resident worker
 
     def count(self, status: Status) -> int:
         return sum(item.status == status for item in self.items)
@@ -102,8 +112,18 @@ class BatchReport:
             "self_ensemble": self.self_ensemble, "ok": self.count("ok"), "skipped": self.count("skipped"),
             "failed": self.count("failed"), "interrupted": self.interrupted, "wall_s": round(self.wall_s, 4),
             "images_per_s": round(self.images_per_s, 3), "stages_ms": self.stage_totals_ms(),
-            "warnings": self.warnings, "items": [item.to_dict() for item in self.items],
+            "warnings": self.warnings, "process": self.process, "items": [item.to_dict() for item in self.items],
         }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "BatchReport":
+        """The inverse of :meth:`to_dict` (counts and rates are recomputed from the items)."""
+        return cls(
+            scale=data["scale"], device=data["device"], precision=data["precision"], weights=data["weights"],
+            self_ensemble=data.get("self_ensemble", False), items=[ItemResult.from_dict(i) for i in data["items"]],
+            wall_s=data.get("wall_s", 0.0), warnings=list(data.get("warnings", [])),
+            interrupted=data.get("interrupted", False), process=data.get("process"),
+        )
 
 
 @dataclass(frozen=True)
