@@ -105,6 +105,7 @@ def render_variant(rows: list[tuple[int, dict]], variant: str, log: Path | None)
         f" LR patch {card0['patch']}, AdamW, EMA {card0['ema']}, bf16 autocast, one GPU (H200 or H100: see the schedule).",
         f"- Schedule: {card0.get('training_schedule') or 'warm-up, then cosine from lr ' + str(card0['lr'])}",
         f"- Command: `{card0.get('training_command', '')}`",
+        *_other_runs(rows),
         "",
         f"### Measured (Y-PSNR / SSIM, the standard protocol: `nalasr eval SETS --scale S --variant {variant}`)",
         "",
@@ -125,6 +126,15 @@ def render_variant(rows: list[tuple[int, dict]], variant: str, log: Path | None)
                 lines.append(f"| {v['step']} | " + " | ".join(f"{v.get(f'psnr_x{s}', float('nan')):.2f}" for s in (2, 3, 4)) + " |")
         lines.append("")
     return lines
+
+
+def _other_runs(rows: list[tuple[int, dict]]) -> list[str]:
+    """A line for each scale whose file came from a later run than the first scale's (a scale is replaced alone
+    when only its evaluation improved)."""
+    card0 = rows[0][1]
+    return [f"- x{scale} comes from a later run: {card['iterations']} steps. Schedule: {card.get('training_schedule', '')} "
+            f"Command: `{card.get('training_command', '')}`"
+            for scale, card in rows[1:] if card["iterations"] != card0["iterations"]]
 
 
 if __name__ == "__main__":
