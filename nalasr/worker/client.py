@@ -22,24 +22,17 @@ class Refused(Exception):
 
 def status(path: Path | None = None) -> dict[str, Any] | None:
     """The worker's state (pid, device, jobs served, networks loaded, ...), or None when none is running."""
-    sock = protocol.connect(path)
-    if sock is None:
-        return None
-    with sock, sock.makefile("rwb") as stream:
-        protocol.send(stream, {"op": "status"})
-        return protocol.receive(stream)
+    return _ask("status", path)[1]
 
 
 def stop(path: Path | None = None, wait_s: float = 30.0) -> dict[str, Any] | None:
     """Ask the worker to exit after the job it runs (if any); its last status, or None when none was running."""
-    sock = protocol.connect(path)
-    if sock is None:
+    running, last = _ask("stop", path)
+    if not running:
         return None
-    with sock, sock.makefile("rwb") as stream:
-        protocol.send(stream, {"op": "stop"})
-        last = protocol.receive(stream)
     deadline = time.monotonic() + wait_s
-    while protocol.connect(path) is not None:  # until the socket is gone
+    while (probe := protocol.connect(path)) is not None:  # until the socket is gone
+        probe.close()
         if time.monotonic() > deadline:
             raise WorkerError(f"the worker (pid {last and last.get('pid')}) did not stop in {wait_s:.0f} s; "
                               "kill it, or wait for its job to end")
@@ -121,6 +114,16 @@ def run_upscale(
                 error.exit_code = int(message.get("exit_code", 1))
                 raise error
             on_event(message)
+
+
+def _ask(op: str, path: Path | None) -> tuple[bool, dict[str, Any] | None]:
+    """(a worker was listening, its answer to one request; None if it closed without one)."""
+    sock = protocol.connect(path)
+    if sock is None:
+        return False, None
+    with sock, sock.makefile("rwb") as stream:
+        protocol.send(stream, {"op": op})
+        return True, protocol.receive(stream)
 
 
 def _umask() -> int:

@@ -181,12 +181,13 @@ def _answer(request: dict[str, Any], stream: IO[bytes], state: WorkerState, cach
         state.stopping = True
         protocol.send(stream, _status(state, cache))
     elif op == "upscale":
-        reason = _refusal(request.get("identity"), state) or ("the worker is stopping" if state.stopping else "")
+        theirs = request.get("identity")
+        reason = _refusal(theirs, state) or ("the worker is stopping" if state.stopping else "")
         if not reason:
             return True
         protocol.send(stream, {"event": "refused", "reason": reason})
-        if "code" in reason:
-            state.stopping = True  # stale: make way for a worker of the new code
+        if isinstance(theirs, dict) and theirs.get("code") != state.identity["code"]:
+            state.stopping = True  # a command of newer code: this worker is stale, make way for a new one
     else:
         protocol.send(stream, {"event": "error", "message": f"unknown request {op!r}", "exit_code": 1})
     return False
@@ -204,8 +205,6 @@ def _refusal(theirs: Any, state: WorkerState) -> str:
     mine = state.identity
     if not isinstance(theirs, dict):
         return "the command sent no identity"
-    if protocol.code_digest() != mine["code"]:
-        return "the worker runs older nalasr code than is on disk now (it exits now)"
     for key, what in (("protocol", "protocol"), ("version", "nalasr version"), ("python", "Python"),
                       ("code", "nalasr code"), ("settings", "NALASR_* / CUDA_VISIBLE_DEVICES settings")):
         if theirs.get(key) != mine.get(key):
@@ -237,45 +236,45 @@ def _job(request: dict[str, Any], stream: IO[bytes], state: WorkerState, cache: 
     here, mask = os.getcwd(), os.umask(int(request.get("umask", 0o022)))
     state.busy_since = time.time()
     watcher = threading.Thread(target=_watch, args=(stream, cancel), daemon=True, name="nalasr-worker-watch")
+    def finished(report: Any, **message: Any) -> None:
+        report.process = f"worker pid {os.getpid()}"
+        state.images += report.count("ok")
+        tell({**message, "report": report.to_dict()})
+
     try:
         os.chdir(request["cwd"])
         if threads:
             set_threads(int(threads))
         cancel.armed = True
         watcher.start()
-        report = upscale_paths(
-            **options, cache=cache,
-            on_start=lambda n: tell({"event": "start", "n": n}),
-            on_item=lambda item: tell({"event": "item", "item": item.to_dict()}),
-            on_warning=lambda text: tell({"event": "warning", "text": text}),
-        )
-        cancel.disarm()
-        report.process = f"worker pid {os.getpid()}"
-        state.images += report.count("ok")
-        tell({"event": "done", "report": report.to_dict()})
+        try:
+            report = upscale_paths(
+                **options, cache=cache,
+                on_start=lambda n: tell({"event": "start", "n": n}),
+                on_item=lambda item: tell({"event": "item", "item": item.to_dict()}),
+                on_warning=lambda text: tell({"event": "warning", "text": text}),
+            )
+        finally:
+            cancel.disarm()  # before anything is sent: a cancel from now on has no job to stop
+        finished(report, event="done")
     except KeyboardInterrupt as e:
-        cancel.disarm()
         report = getattr(e, "report", None)
         if report is not None:
-            report.process = f"worker pid {os.getpid()}"
-            state.images += report.count("ok")
-            tell({"event": "interrupted", "report": report.to_dict(), "terminated": isinstance(e, Terminated)})
+            finished(report, event="interrupted", terminated=isinstance(e, Terminated))
         else:
             tell({"event": "error", "message": "interrupted before the job started", "exit_code": 130})
         if isinstance(e, Terminated) or not cancel.requested:  # the worker's own Ctrl-C or SIGTERM: it stops
             raise
     except NalasrError as e:
-        cancel.disarm()
         tell({"event": "error", "message": str(e), "exit_code": e.exit_code})
     except Exception as e:  # a bug: the command hears it in one line, the worker's log keeps the traceback
-        cancel.disarm()
         import traceback
 
         traceback.print_exc()
         tell({"event": "error", "message": f"the worker failed: {type(e).__name__}: {e} (nalasr worker status)",
               "exit_code": 1})
     finally:
-        cancel.disarm()
+        cancel.disarm()  # the job may have failed before it started (chdir, threads)
         os.chdir(here)
         os.umask(mask)
         state.jobs += 1
