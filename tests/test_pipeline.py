@@ -15,9 +15,10 @@ from PIL import Image
 from nalasr.errors import InputError, WeightsError
 from nalasr.inference import pipeline
 from nalasr.inference.batch import upscale_paths
-from nalasr.inference.jobs import BatchReport, ItemResult, Outputs, collect
+from nalasr.inference.jobs import BatchReport, ItemResult, Job, Outputs, collect
 from nalasr.inference.pipeline import Stages, WriteOptions, run_jobs
-from nalasr.inference.upscaling import device_lr_tensor, lr_tensor, quantise
+from nalasr.inference.staging import Deferred, HostStaging
+from nalasr.inference.upscaling import device_lr_tensor, lr_tensor, quantise, upscale_deferred, upscale_pixels
 from nalasr.io.weights import save_weights
 from nalasr.model import create_model
 
@@ -49,16 +50,16 @@ def _pngs(folder: Path, n: int, sizes=((9, 11), (13, 7), (8, 8), (15, 10))) -> l
 
 def _ctrl_c_at_forward(monkeypatch, n: int) -> None:
     """The n-th forward raises KeyboardInterrupt, as Ctrl-C during it would."""
-    real_forward = pipeline.upscale_pixels
+    real_forward = pipeline.upscale_deferred
     calls = []
 
-    def forward(pixels, net, dtype):
+    def forward(pixels, net, dtype, staging):
         calls.append(1)
         if len(calls) == n:
             raise KeyboardInterrupt
-        return real_forward(pixels, net, dtype)
+        return real_forward(pixels, net, dtype, staging)
 
-    monkeypatch.setattr(pipeline, "upscale_pixels", forward)
+    monkeypatch.setattr(pipeline, "upscale_deferred", forward)
 
 
 
@@ -127,7 +128,7 @@ def test_decoding_stays_within_the_lookahead(tmp_path, tiny_x2, monkeypatch):
     _pngs(tmp_path / "in", 9)
     started = []
     forwards = []
-    real_read, real_forward = pipeline.read_image, pipeline.upscale_pixels
+    real_read, real_forward = pipeline.read_image, pipeline.upscale_deferred
     lock = threading.Lock()
 
     def read(path, **kw):
@@ -135,13 +136,13 @@ def test_decoding_stays_within_the_lookahead(tmp_path, tiny_x2, monkeypatch):
             started.append(path)
         return real_read(path, **kw)
 
-    def forward(pixels, net, dtype):
+    def forward(pixels, net, dtype, staging):
         time.sleep(0.02)  # a slow device: readers would run ahead if nothing held them
         forwards.append(len(started))
-        return real_forward(pixels, net, dtype)
+        return real_forward(pixels, net, dtype, staging)
 
     monkeypatch.setattr(pipeline, "read_image", read)
-    monkeypatch.setattr(pipeline, "upscale_pixels", forward)
+    monkeypatch.setattr(pipeline, "upscale_deferred", forward)
     _run(tmp_path / "in", tmp_path / "out", tiny_x2, Stages(readers=2, writers=1, lookahead=3))
     for k, reads_started in enumerate(forwards):  # at the k-th forward at most k + lookahead reads began
         assert reads_started <= k + 3
@@ -198,6 +199,76 @@ def test_a_failed_write_releases_its_name_and_the_batch_goes_on(tmp_path, tiny_x
     results = _run(tmp_path / "in", tmp_path / "out", tiny_x2, Stages(1, 2, 2))
     assert [r.status for r in results] == ["ok", "failed", "ok"]
     assert "No space left" in results[1].error and results[1].exit_code == InputError.exit_code
+
+
+def test_every_output_frees_its_staging_slot_written_or_not(tmp_path, tiny_x2, monkeypatch):
+    """A slot not given back would stall the next image's copy for good: written, failed in mkdir, failed in
+    the encoder or never read, each output frees its slot exactly once."""
+    _pngs(tmp_path / "in", 4)
+    real_forward, real_write = pipeline.upscale_deferred, pipeline.write_image
+    freed: list[str] = []
+    sent: list[int] = []
+
+    def forward(pixels, net, dtype, staging):
+        sent.append(1)
+        out, stats = real_forward(pixels, net, dtype, staging)
+        held = out.result()
+        return Deferred(held, release=lambda: freed.append(f"{held.shape}")), stats  # a ready output with a slot
+
+    def flaky(out, picture, **kw):
+        if out.name.startswith("img02"):
+            raise OSError(28, "No space left on device")
+        return real_write(out, picture, **kw)
+
+    real_mkdir = Path.mkdir
+
+    def mkdir(self, *a, **kw):
+        if self.name == "sub":
+            raise PermissionError(13, "Permission denied")
+        return real_mkdir(self, *a, **kw)
+
+    monkeypatch.setattr(pipeline, "upscale_deferred", forward)
+    monkeypatch.setattr(pipeline, "write_image", flaky)
+    entries, _ = collect([tmp_path / "in"], tmp_path / "out", False, None)
+    jobs = [e for e in entries if not isinstance(e, ItemResult)]
+    jobs[1] = Job(jobs[1].source, tmp_path / "out" / "sub")  # its folder cannot be made
+    monkeypatch.setattr(Path, "mkdir", mkdir)
+    results = run_jobs(jobs, Outputs(jobs, 2, None, "fail"), tiny_x2, torch.float32, WriteOptions(95, 6, False),
+                       max_pixels=10**8, stages=Stages(1, 2, 2))
+    assert [r.status for r in results] == ["ok", "failed", "failed", "ok"]
+    assert "cannot create the output folder" in results[1].error and "No space" in results[2].error
+    assert len(freed) == len(sent) == 4
+
+
+def test_a_deferred_output_is_read_once_and_frees_once():
+    freed = []
+    d = Deferred(np.zeros((2, 3, 3), np.uint8), release=lambda: freed.append(1))
+    assert d.shape == (2, 3, 3) and d.result() is d.result()
+    d.discard()
+    assert freed == [1]
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device (the staging copies run there)")
+@pytest.mark.parametrize("size", [(17, 23, 3), (64, 48, 1), (5, 130, 3)])
+def test_staged_outputs_equal_the_direct_ones_on_cuda(size):
+    """Bit for bit, through more images than slots, the buffers freed while later copies are in flight."""
+    torch.manual_seed(0)
+    model = create_model("small", 2).eval().cuda()
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(torch.randn_like(p) * 0.02)
+    staging = HostStaging(torch.device("cuda"), slots=2)
+    rng = np.random.default_rng(size[0])
+    images = [rng.integers(0, 256, size, dtype=np.uint8) for _ in range(5)]
+    pending = []
+    for i, pixels in enumerate(images):
+        pending.append(upscale_deferred(pixels, model, torch.float16, staging)[0])
+        if i >= 1:  # two in flight at most: the oldest is read before a third is sent
+            pending[i - 1].result()
+    for pixels, d in zip(images, pending):
+        direct, _ = upscale_pixels(pixels, model, torch.float16)
+        np.testing.assert_array_equal(d.result(), direct)
+        assert d.result().flags.c_contiguous and d.result().shape == (size[0] * 2, size[1] * 2, size[2])
 
 
 def test_stages_leave_the_cores_to_the_cpu_forward():

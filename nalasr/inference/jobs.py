@@ -40,8 +40,9 @@ class ItemResult:
     pixels: str | None = None  # e.g. "RGBA 16-bit"
     read_ms: float | None = None  # read + decode
     model_ms: float | None = None  # forward only, device synchronised
-    device_ms: float | None = None  # to the device, forward, back to host integers
-    write_ms: float | None = None  # encode + fsync + rename
+    device_ms: float | None = None  # to the device, forward, back to host integers (on CUDA the copy back is
+    # only started: it overlaps the next image, and a writer's wait for it is in its write_ms)
+    write_ms: float | None = None  # (the wait for the pixels) + encode + fsync + rename
     total_ms: float | None = None  # from the start of its read to the end of its write (stages overlap)
     peak_memory_bytes: int | None = None  # see memory_kind
     memory_kind: str | None = None  # "cuda-allocated" (growth during the forward) or "cpu-peak-rss" (process)

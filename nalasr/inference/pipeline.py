@@ -27,7 +27,8 @@ from ..io.imageio import Picture, read_image, write_image
 from .ensemble import SelfEnsemble
 from .jobs import ItemResult, Job, Outputs, claim_early, input_of
 from .runtime import process_peak_rss
-from .upscaling import upscale_pixels
+from .staging import Deferred, HostStaging
+from .upscaling import upscale_deferred
 from ..model import NaLaSR
 
 
@@ -92,6 +93,7 @@ def run_jobs(
     reads: dict[int, tuple[ItemResult, Path | None, Future]] = {}
     writes: dict[Future, tuple[int, ItemResult, Path, float]] = {}  # → (index, item, output, its read's start)
     scheduled = 0
+    staging: HostStaging | None = None  # made once the model's device is known
 
     def schedule(upto: int) -> None:
         """Start reads up to entry ``upto``; an output whose name is known is decided before reading."""
@@ -133,6 +135,9 @@ def run_jobs(
                 continue  # finished while scheduling (passed through, skipped or refused)
             if isinstance(net, Future):
                 net = net.result()
+            device = next(net.parameters()).device
+            if staging is None and device.type == "cuda":
+                staging = HostStaging(device)
             item, out, future = reads.pop(i)
             try:
                 decoded = future.result()
@@ -150,7 +155,7 @@ def run_jobs(
                         continue
                 t_dev = time.perf_counter()
                 try:
-                    sr, stats = upscale_pixels(picture.pixels, net, dtype)
+                    sr, stats = upscale_deferred(picture.pixels, net, dtype, staging)
                 except NalasrError:
                     outputs.release(out)
                     raise
@@ -159,11 +164,11 @@ def run_jobs(
                 item.fail(e)
                 finish(i, item)
                 continue
-            _record_forward(item, stats, sr, next(net.parameters()).device)
+            _record_forward(item, stats, sr.shape, device)
             while len(writes) > stages.writers:  # bounded: one output waiting, the others being written
                 collect_writes(block=True)
-            out_picture = Picture(sr, picture.format, picture.icc, picture.exif)
-            writes[writers.submit(_write, out, out_picture, write)] = (i, item, out, decoded.t0)
+            carried = (picture.format, picture.icc, picture.exif)
+            writes[writers.submit(_write, out, sr, carried, write)] = (i, item, out, decoded.t0)
             del sr, picture, decoded
             collect_writes(block=False)
         while writes:
@@ -195,9 +200,15 @@ def _read(path: Path, max_pixels: int) -> _Decoded:
     return _Decoded(picture, (time.perf_counter() - t0) * 1e3, t0)
 
 
-def _write(out: Path, picture: Picture, opts: WriteOptions) -> tuple[list[str], float, float]:
-    """Encode and write atomically; (notes, ms, end time). Every failure is one InputError line."""
+def _write(out: Path, pixels: Deferred, carried: tuple[str | None, bytes | None, bytes | None],
+           opts: WriteOptions) -> tuple[list[str], float, float]:
+    """Wait for ``pixels``, encode them with the input's (format, ICC, EXIF) and write atomically; (notes, ms, end
+    time), the wait included. Every failure is one InputError line."""
     t0 = time.perf_counter()
+    try:
+        picture = Picture(pixels.result(), *carried)
+    finally:
+        pixels.discard()  # whatever happens, the staging slot is free for the next image
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
     except OSError as e:
@@ -214,8 +225,8 @@ def _write(out: Path, picture: Picture, opts: WriteOptions) -> tuple[list[str], 
     return notes, (t1 - t0) * 1e3, t1
 
 
-def _record_forward(item: ItemResult, stats, sr, device: torch.device) -> None:  # noqa: ANN001 (ForwardStats, ndarray)
-    item.output_size = (sr.shape[1], sr.shape[0])
+def _record_forward(item: ItemResult, stats, shape: tuple[int, ...], device: torch.device) -> None:  # noqa: ANN001
+    item.output_size = (shape[1], shape[0])
     item.model_ms, item.precision, item.fell_back = round(stats.model_ms, 3), stats.dtype, stats.fell_back
     item.cuda_graph = stats.cuda_graph
     if device.type == "cuda":

@@ -127,8 +127,10 @@ class PeakMemory:
 
 
 def sync(device: torch.device) -> None:
+    """Wait for the work queued on ``device``'s current stream: a forward's clock, not the outputs still copying
+    back to the host on a side stream (staging.HostStaging), which run beside the next image's forward."""
     if device.type == "cuda":
-        torch.cuda.synchronize(device)
+        torch.cuda.current_stream(device).synchronize()
 
 
 @functools.cache

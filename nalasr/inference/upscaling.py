@@ -23,6 +23,7 @@ from .ensemble import SelfEnsemble, ensemble_of
 from .infer import ForwardStats, run_model
 from .loading import load_model
 from .runtime import check_scale, resolve_device, resolve_dtype
+from .staging import Deferred, HostStaging
 
 ImageT = TypeVar("ImageT", Image.Image, np.ndarray)
 
@@ -109,6 +110,20 @@ def upscale_pixels(pixels: np.ndarray, model: NaLaSR | SelfEnsemble, dtype: torc
     return out, stats
 
 
+def upscale_deferred(pixels: np.ndarray, model: NaLaSR | SelfEnsemble, dtype: torch.dtype,
+                     staging: HostStaging | None) -> tuple[Deferred, ForwardStats]:
+    """:func:`upscale_pixels` that returns before the output is on the host where it can: 8-bit colour (or
+    gray) on CUDA with ``staging`` copies back on a side stream while the caller starts the next image. Alpha and
+    16-bit outputs, and every CPU one, come back ready. The values are those of :func:`upscale_pixels`."""
+    device = next(model.parameters()).device
+    if staging is None or device.type != "cuda" or pixels.dtype != np.uint8 or pixels.shape[2] in (2, 4):
+        out, stats = upscale_pixels(pixels, model, dtype)
+        return Deferred(out), stats
+    lr, maxval = device_lr_tensor(pixels, device)
+    sr, stats = run_model(model, lr, dtype)
+    return staging.send_back(device_ints(sr[0], maxval)), stats
+
+
 @functools.lru_cache(maxsize=8)
 def _unit_table(maxval: float, device: torch.device) -> Tensor:
     """v → v / maxval for every integer v, computed as :func:`lr_tensor` computes it (float32 division on the
@@ -127,12 +142,17 @@ def device_lr_tensor(pixels: np.ndarray, device: torch.device) -> tuple[Tensor, 
     return _unit_table(maxval, device)[ints].permute(2, 0, 1)[None], maxval
 
 
-def quantise(sr: Tensor, maxval: float, dtype: np.dtype) -> np.ndarray:
-    """(C, H, W) float in [0, 1] on any device → (H, W, C) host integers of ``dtype``, rounded half to even
-    (np.rint's rule) where the tensor lives, so only integers cross to the host."""
+def device_ints(sr: Tensor, maxval: float) -> Tensor:
+    """(C, H, W) float in [0, 1] → (H, W, C) contiguous integers where the tensor lives (uint8 for maxval 255,
+    else int32), rounded half to even (np.rint's rule): only integers cross to the host, already interleaved
+    as encoders take them."""
     ints = torch.round(sr * maxval).permute(1, 2, 0)
-    ints = ints.to(torch.uint8 if maxval <= 255 else torch.int32)
-    return ints.cpu().numpy().astype(dtype, copy=False)
+    return ints.to(torch.uint8 if maxval <= 255 else torch.int32).contiguous()
+
+
+def quantise(sr: Tensor, maxval: float, dtype: np.dtype) -> np.ndarray:
+    """(C, H, W) float in [0, 1] on any device → (H, W, C) host integers of ``dtype`` (see :func:`device_ints`)."""
+    return device_ints(sr, maxval).cpu().numpy().astype(dtype, copy=False)
 
 
 def _resize_alpha(alpha: np.ndarray, scale: int, maxval: float) -> np.ndarray:
