@@ -3,9 +3,10 @@
 Why: the network turns 960×540 into 4K in 17 ms on an H200, while decoding the input takes tens of ms and
 encoding a 4K PNG hundreds; run one after the other, the device idles most of the time. Here decoding runs on
 ``readers`` threads ahead of the device, the forward runs on the calling thread, and finished images go to
-``writers`` threads (Pillow, OpenCV and zlib release the GIL while they encode, so threads scale with cores;
-benchmarks/results/png_encode.md). Both queues are bounded, so memory stays flat on a folder of any length: at
-most ``lookahead`` decoded inputs and ``writers + 1`` outputs are held at once.
+``writers`` threads (OpenCV and zlib release the GIL while they encode, and Pillow does when it encodes into a
+file, as ``write_image`` has it do, so threads scale with cores; benchmarks/results/gil_encode_cpu.md). Both
+queues are bounded, so memory stays flat on a folder of any length: at most ``lookahead`` decoded inputs and
+``writers + 1`` outputs are held at once.
 
 The scheduling thread makes every decision that depends on order (output names, skips, "already written in this
 run"), in input order, so the report is the same whatever finishes first.

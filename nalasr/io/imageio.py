@@ -401,13 +401,16 @@ def write_image(
     ``png_compression`` is the zlib level (0-9) of a PNG output; see :func:`encode_image`.
     With ``overwrite=False`` an existing file is never replaced (FileExistsError). Returns notes on what the
     format could not hold (alpha, 16 bits, metadata).
+
+    Pillow's encoders write straight into the temporary file: given a file, Pillow releases the GIL while it
+    encodes, and given a BytesIO it holds the GIL throughout, so a folder job's writer threads would take turns
+    (a 4K JPEG at quality 95: a Python thread beside the encoder ran at 0.39 of its speed into BytesIO and 1.03
+    into a file; ``benchmarks/gil_encode.py``). The bytes are the same either way.
     """
-    data, notes = encode_image(
-        picture, format or format_for_path(path), quality=quality, png_compression=png_compression
-    )
-    with atomic_path(path, overwrite=overwrite) as tmp:
-        tmp.write_bytes(data)
-    return notes
+    job = _EncodeJob.prepare(picture, format or format_for_path(path), quality, png_compression)
+    with atomic_path(path, overwrite=overwrite) as tmp, open(tmp, "wb") as f:
+        job.run(f)
+    return job.notes
 
 
 def encode_image(
@@ -423,54 +426,79 @@ def encode_image(
     9 smallest) for PNG: 8-bit through :func:`nalasr.io.png.encode_png` (Up filter, bands deflated on threads;
     the pixels Pillow would write, in other bytes), 16-bit gray through Pillow's ``compress_level`` and 16-bit
     colour through OpenCV's ``IMWRITE_PNG_COMPRESSION``. Both are checked whatever the format, so a bad value
-    fails the same way for every output.
+    fails the same way for every output. To write a file, :func:`write_image` is faster from threads.
     """
-    if format not in FORMATS:
-        raise InputError(f"cannot write format {format!r}; use one of {', '.join(FORMATS)}")
-    if not 1 <= quality <= 100:
-        raise InputError(f"--quality must be between 1 and 100, got {quality}")
-    if isinstance(png_compression, bool) or not isinstance(png_compression, (int, np.integer)) \
-            or not 0 <= png_compression <= 9:
-        raise InputError(f"--png-compression must be between 0 (fastest) and 9 (smallest), got {png_compression!r}")
-    png_compression = int(png_compression)
-    a, notes = _fit(picture.pixels, format)
-    icc, exif = picture.icc, picture.exif
-    if format == "BMP":
-        if icc or exif:
-            notes.append("BMP cannot hold ICC/EXIF metadata: not written")
-        icc = exif = None
-    if icc is not None and not icc_fits(icc, a.shape[2]):
-        notes.append(f"ICC profile ({_icc_space(icc)}) dropped: the {_NAMES[format]} output is {_kind(a.shape[2])}")
-        icc = None
-    if a.dtype == np.uint16 and a.shape[2] in (3, 4):
-        return _encode_cv2(a, format, icc, exif, notes, png_compression), notes
-    if format == "PNG" and a.dtype == np.uint8:  # banded deflate on threads: see nalasr.io.png for why
-        return encode_png(a, png_compression, icc, exif), notes
-    im = Image.fromarray(a[..., 0] if a.shape[2] == 1 else a)
-    kwargs: dict = {}
-    if icc:
-        kwargs["icc_profile"] = icc
-    if exif:
-        kwargs["exif"] = exif
-    if format in ("JPEG", "WEBP"):
-        kwargs["quality"] = quality
-    if format == "PNG":
-        kwargs["compress_level"] = png_compression
-    if format == "TIFF":
-        kwargs["compression"] = "tiff_adobe_deflate"  # lossless and much smaller than raw
+    job = _EncodeJob.prepare(picture, format, quality, png_compression)
     buf = io.BytesIO()
-    try:
-        im.save(buf, format=format, **kwargs)
-    except (ValueError, OSError) as e:
-        # EXIF read from a damaged file can hold a tag the encoder refuses (libtiff: "Tag value does not match
-        # libtiff field definition"); the pixels are still good, so they are written without it.
-        if "exif" not in kwargs:
-            raise
-        del kwargs["exif"]
-        notes.append(f"EXIF metadata dropped: the {_NAMES[format]} encoder refused it ({e})")
-        buf = io.BytesIO()
-        im.save(buf, format=format, **kwargs)
-    return buf.getvalue(), notes
+    job.run(buf)
+    return buf.getvalue(), job.notes
+
+
+@dataclass
+class _EncodeJob:
+    """What to encode, checked and converted to what the format holds, before any file is opened."""
+
+    a: np.ndarray  # (H, W, C) uint8/uint16, channels the format can hold
+    format: str
+    icc: bytes | None
+    exif: bytes | None
+    quality: int
+    png_compression: int
+    notes: list[str]
+
+    @classmethod
+    def prepare(cls, picture: Picture, format: str, quality: int, png_compression: int) -> "_EncodeJob":
+        if format not in FORMATS:
+            raise InputError(f"cannot write format {format!r}; use one of {', '.join(FORMATS)}")
+        if not 1 <= quality <= 100:
+            raise InputError(f"--quality must be between 1 and 100, got {quality}")
+        if isinstance(png_compression, bool) or not isinstance(png_compression, (int, np.integer)) \
+                or not 0 <= png_compression <= 9:
+            raise InputError(f"--png-compression must be between 0 (fastest) and 9 (smallest), got {png_compression!r}")
+        a, notes = _fit(picture.pixels, format)
+        icc, exif = picture.icc, picture.exif
+        if format == "BMP":
+            if icc or exif:
+                notes.append("BMP cannot hold ICC/EXIF metadata: not written")
+            icc = exif = None
+        if icc is not None and not icc_fits(icc, a.shape[2]):
+            notes.append(f"ICC profile ({_icc_space(icc)}) dropped: the {_NAMES[format]} output is {_kind(a.shape[2])}")
+            icc = None
+        return cls(a, format, icc, exif, quality, int(png_compression), notes)
+
+    def run(self, fp: BinaryIO) -> None:
+        """Write the encoded file to ``fp`` (empty, seekable); notes on what was dropped go to ``self.notes``."""
+        a, format = self.a, self.format
+        if a.dtype == np.uint16 and a.shape[2] in (3, 4):
+            fp.write(_encode_cv2(a, format, self.icc, self.exif, self.notes, self.png_compression))
+            return
+        if format == "PNG" and a.dtype == np.uint8:  # banded deflate on threads: see nalasr.io.png for why
+            fp.write(encode_png(a, self.png_compression, self.icc, self.exif))
+            return
+        im = Image.fromarray(a[..., 0] if a.shape[2] == 1 else a)
+        kwargs: dict = {}
+        if self.icc:
+            kwargs["icc_profile"] = self.icc
+        if self.exif:
+            kwargs["exif"] = self.exif
+        if format in ("JPEG", "WEBP"):
+            kwargs["quality"] = self.quality
+        if format == "PNG":
+            kwargs["compress_level"] = self.png_compression
+        if format == "TIFF":
+            kwargs["compression"] = "tiff_adobe_deflate"  # lossless and much smaller than raw
+        try:
+            im.save(fp, format=format, **kwargs)
+        except (ValueError, OSError) as e:
+            # EXIF read from a damaged file can hold a tag the encoder refuses (libtiff: "Tag value does not match
+            # libtiff field definition"); the pixels are still good, so they are written without it.
+            if "exif" not in kwargs:
+                raise
+            del kwargs["exif"]
+            self.notes.append(f"EXIF metadata dropped: the {_NAMES[format]} encoder refused it ({e})")
+            fp.seek(0)
+            fp.truncate()
+            im.save(fp, format=format, **kwargs)
 
 
 def _fit(a: np.ndarray, format: str) -> tuple[np.ndarray, list[str]]:
