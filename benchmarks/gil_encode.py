@@ -111,7 +111,7 @@ def main() -> None:
             def old(i: int, fmt: str = fmt, ext: str = ext) -> None:
                 bytes_then_file(folder / f"old{i}{ext}", pic, fmt)
 
-            def new(i: int, fmt: str = fmt, ext: str = ext) -> None:
+            def new(i: int, ext: str = ext) -> None:  # the format follows the extension
                 write_image(folder / f"new{i}{ext}", pic, overwrite=True)
 
             row = {

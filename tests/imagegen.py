@@ -66,6 +66,13 @@ def exif_bytes(orientation: int | None = None, description: str = "nalasr test")
 
 
 @functools.cache  # the profile embeds its creation time: build it once so copies compare equal
+def exif_libtiff_refuses() -> bytes:
+    """EXIF as a damaged file can carry it (found by test_fuzz_imageio): tag 0x0120 as a LONG, which libtiff
+    refuses when the TIFF writer turns EXIF into tags."""
+    return (b"Exif\x00\x00II*\x00\x08\x00\x00\x00\x01\x00"  # one IFD entry:
+            b" \x01\x04\x00\x01\x00\x00\x00\x01\x00\x00\x00\x00\x00\x00\x00")  # 0x0120, LONG, 1 value
+
+
 def srgb_icc() -> bytes:
     return ImageCms.ImageCmsProfile(ImageCms.createProfile("sRGB")).tobytes()
 

@@ -262,8 +262,8 @@ def test_staged_outputs_equal_the_direct_ones_on_cuda(size):
     images = [rng.integers(0, 256, size, dtype=np.uint8) for _ in range(5)]
     # Both paths must run the same kernels: the first forward of a size is eager and later ones replay a CUDA
     # graph (without this warm-up the eager first image differed from its replay by 1 in ~4% of its fp16
-    # pixels on an H100). Three calls leave the graph
-    # captured, so every forward below replays it and a difference can only come from the staging.
+    # pixels on an H100). Three calls leave the graph captured, so every forward below replays it and a
+    # difference can only come from the staging.
     for _ in range(3):
         upscale_pixels(images[0], model, torch.float16)
     pending = []

@@ -404,8 +404,8 @@ def write_image(
 
     Pillow's encoders write straight into the temporary file: given a file, Pillow releases the GIL while it
     encodes, and given a BytesIO it holds the GIL throughout, so a folder job's writer threads would take turns
-    (a 4K JPEG at quality 95: a Python thread beside the encoder ran at 0.39 of its speed into BytesIO and 1.03
-    into a file; ``benchmarks/gil_encode.py``). The bytes are the same either way.
+    (a 4K JPEG at quality 95: a Python thread beside the encoder ran at 0.50 of its speed into BytesIO and 1.07
+    into a file; ``benchmarks/results/gil_encode_cpu.md``). The bytes are the same either way.
     """
     job = _EncodeJob.prepare(picture, format or format_for_path(path), quality, png_compression)
     with atomic_path(path, overwrite=overwrite) as tmp, open(tmp, "wb") as f:
