@@ -65,7 +65,6 @@ def exif_bytes(orientation: int | None = None, description: str = "nalasr test")
     return exif.tobytes()
 
 
-@functools.cache  # the profile embeds its creation time: build it once so copies compare equal
 def exif_libtiff_refuses() -> bytes:
     """EXIF as a damaged file can carry it (found by test_fuzz_imageio): tag 0x0120 as a LONG, which libtiff
     refuses when the TIFF writer turns EXIF into tags."""
@@ -73,6 +72,7 @@ def exif_libtiff_refuses() -> bytes:
             b" \x01\x04\x00\x01\x00\x00\x00\x01\x00\x00\x00\x00\x00\x00\x00")  # 0x0120, LONG, 1 value
 
 
+@functools.cache  # the profile embeds its creation time: build it once so copies compare equal
 def srgb_icc() -> bytes:
     return ImageCms.ImageCmsProfile(ImageCms.createProfile("sRGB")).tobytes()
 
