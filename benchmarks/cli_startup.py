@@ -7,6 +7,10 @@ Every case runs once untimed (file cache), then --runs times; the median wall ti
 comes from one more run of an equivalent in-process program that prints which of torch / numpy / cv2 / PIL
 were in sys.modules when it finished (what the start-up paid for).
 
+The last case is a whole `nalasr upscale` of one 32x24 PNG (x2, small variant) that a running `nalasr worker`
+serves: the script starts one on the CPU in a private XDG_RUNTIME_DIR first and stops it at the end, so the
+row is what a command costs beside the worker's job (its in-job ``wall_s`` is a few tens of ms here).
+
 The results file keeps one section per --label (a new run with the same label replaces its section), so a
 "before" and an "after" run sit side by side. Every child process gets this script's checkout first on
 PYTHONPATH, so a copy of an older commit with this script in its benchmarks/ measures that commit with the same
@@ -24,6 +28,7 @@ import shlex
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from importlib import metadata
 from pathlib import Path
@@ -43,8 +48,9 @@ def _cli_probe(argv: list[str]) -> str:
     return f"from nalasr.cli import run; run({argv!r}); {_REPORT}"
 
 
-def cases(python: str, script: str, commands: list[str]) -> list[tuple[str, list[str], str]]:
-    """(label, command line, equivalent -c program that reports the heavy modules)."""
+def cases(python: str, script: str, commands: list[str], served: list[str]) -> list[tuple[str, list[str], str]]:
+    """(label, command line, equivalent -c program that reports the heavy modules); ``served`` is the argv of
+    the upscale a worker serves."""
     out = [
         ("python -c pass (interpreter alone)", [python, "-c", "pass"], f"pass; {_REPORT}"),
         ("nalasr --help", [script, "--help"], _cli_probe(["--help"])),
@@ -59,7 +65,23 @@ def cases(python: str, script: str, commands: list[str]) -> list[tuple[str, list
     for cmd in commands:
         if cmd != "upscale":
             out.append((f"nalasr {cmd} --help", [script, *cmd.split(), "--help"], _cli_probe([*cmd.split(), "--help"])))
+    out.append(("nalasr upscale one 32x24 PNG, served by a worker", [script, *served], _cli_probe(served)))
     return out
+
+
+def start_worker(work: Path) -> list[str]:
+    """A CPU worker (x2, small) in ``work``/rt, which ENV now points XDG_RUNTIME_DIR at, and the argv of one
+    upscale it serves."""
+    from PIL import Image  # here only: the children are what is measured
+
+    Image.new("RGB", (32, 24), (40, 120, 200)).save(work / "in.png")
+    runtime = work / "rt"
+    runtime.mkdir(mode=0o700)
+    ENV["XDG_RUNTIME_DIR"] = str(runtime)
+    subprocess.run([sys.executable, "-m", "nalasr", "worker", "start", "--device", "cpu", "--scale", "2",
+                    "--variant", "small"], cwd=ROOT, env=ENV, check=True, stdout=subprocess.DEVNULL)
+    return ["upscale", str(work / "in.png"), "--scale", "2", "--variant", "small", "--device", "cpu",
+            "-o", str(work / "out.png"), "--overwrite", "--json"]
 
 
 def registered_commands() -> list[str]:
@@ -141,10 +163,16 @@ def main() -> None:
     commands = [] if args.only_listed else registered_commands()
     desc = machine()
     print(desc, flush=True)
+    work = Path(tempfile.mkdtemp(prefix="nalasr_startup_"))
+    served = start_worker(work)
     rows = []
-    for label, argv, probe in cases(sys.executable, script, commands):
-        times = time_case(argv, args.runs)
-        heavy = heavy_modules(probe)
+    try:
+        measured = [(label, time_case(argv, args.runs), heavy_modules(probe))
+                    for label, argv, probe in cases(sys.executable, script, commands, served)]
+    finally:
+        subprocess.run([sys.executable, "-m", "nalasr", "worker", "stop"], cwd=ROOT, env=ENV, check=False,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    for label, times, heavy in measured:
         med = statistics.median(times)
         rows.append(f"| {label} | **{med:.3f}** ({min(times):.3f}-{max(times):.3f}) | {heavy} |")
         print(f"{label:55s} {med:7.3f} s  ({min(times):.3f}-{max(times):.3f})  heavy: {heavy}", flush=True)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -26,7 +27,7 @@ from nalasr.inference.infer import run_model
 from nalasr.inference.loading import load_model
 from nalasr.inference.staging import HostStaging
 from nalasr.inference.upscaling import device_ints, device_lr_tensor, upscale_deferred, upscale_pixels
-from nalasr.io.imageio import Picture, encode_image
+from nalasr.io.imageio import Picture, write_image
 
 
 def timed(fn: Callable[[], object], repeats: int) -> float:
@@ -42,15 +43,17 @@ def timed(fn: Callable[[], object], repeats: int) -> float:
 
 
 class BusyWriters:
-    """``n`` threads encoding a 4K JPEG over and over, as a folder job's writers do while the device works."""
+    """``n`` threads writing a 4K JPEG over and over, as a folder job's writers do while the device works: through
+    :func:`write_image` (Pillow encodes into the temporary file, releasing the GIL), each to its own file."""
 
-    def __init__(self, n: int, picture: Picture) -> None:
+    def __init__(self, n: int, picture: Picture, folder: Path) -> None:
         self.stop = threading.Event()
-        self.threads = [threading.Thread(target=self._run, args=(picture,), daemon=True) for _ in range(n)]
+        self.threads = [threading.Thread(target=self._run, args=(picture, folder / f"busy{i}.jpg"), daemon=True)
+                        for i in range(n)]
 
-    def _run(self, picture: Picture) -> None:
+    def _run(self, picture: Picture, path: Path) -> None:
         while not self.stop.is_set():
-            encode_image(picture, "JPEG", quality=95)
+            write_image(path, picture, format="JPEG", quality=95, overwrite=True)
 
     def __enter__(self) -> "BusyWriters":
         for t in self.threads:
@@ -122,7 +125,7 @@ def main() -> None:
     opts.out.mkdir(parents=True, exist_ok=True)
     for label, busy in (("idle host", 0), (f"{opts.writers} threads encoding JPEG", opts.writers)):
         print(f"{label}:", flush=True)
-        with BusyWriters(busy, big):
+        with tempfile.TemporaryDirectory() as folder, BusyWriters(busy, big, Path(folder)):
             result["pieces_ms"][label] = pieces(model, images[0], opts.repeats)
             result["images_per_s"][label] = rates = {}
             for name, deferred in (("upscale_pixels (copy back waited for)", False),

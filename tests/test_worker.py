@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -78,6 +79,21 @@ def test_served_job_writes_the_same_files_and_report(worker, env, tmp_path):
         assert (tmp_path / "a" / f"p{i:02d}_x2.png").read_bytes() == (tmp_path / "b" / f"p{i:02d}_x2.png").read_bytes()
     assert sorted(p.name for p in imgs.iterdir()) == [f"p{i:02d}.png" for i in range(3)]  # inputs untouched
     assert _status(env, tmp_path)["images"] == 3
+
+
+def test_served_command_imports_no_decoder_or_torch(worker, env, tmp_path):
+    """A command the worker serves lists its inputs and prints the report without numpy, OpenCV, Pillow or torch:
+    their imports were a third of a served command's own time (0.50 -> 0.35 s on a 2-core CPU,
+    benchmarks/results/cli_startup.md)."""
+    _images(tmp_path / "imgs", 2)
+    run = _nalasr(["upscale", "imgs", "-o", "o", "--scale", "2", "--variant", "small", "--json"],
+                  {**env, "PYTHONPROFILEIMPORTTIME": "1"}, tmp_path)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert json.loads(run.stdout)["process"] == f"worker pid {worker['pid']}"
+    names = {n.split(".")[0] for n in re.findall(r"^import time:\s+\d+\s+\|\s+\d+\s+\|\s*(\S+)\s*$", run.stderr,
+                                                 flags=re.M)}
+    assert "nalasr" in names and "typer" in names, sorted(names)  # the import profile was written
+    assert not names & {"numpy", "cv2", "PIL", "torch"}, sorted(names & {"numpy", "cv2", "PIL", "torch"})
 
 
 def test_paths_and_globs_are_the_commands(worker, env, tmp_path):

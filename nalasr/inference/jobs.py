@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from ..errors import InputError, NalasrError
-from ..io.imageio import EXTENSIONS, FORMATS, check_regular_file
+from ..io.formats import EXTENSIONS, FORMATS, check_regular_file
 
 Existing = Literal["fail", "skip", "overwrite"]
 Status = Literal["ok", "skipped", "failed", "interrupted"]

@@ -15,7 +15,6 @@ import contextlib
 import io
 import os
 import re
-import stat
 import threading
 import warnings
 from collections.abc import Iterator
@@ -28,17 +27,11 @@ import numpy as np
 from PIL import Image, UnidentifiedImageError
 
 from ..errors import InputError
-# Defined in defaults.py (imported by --help without numpy/cv2); re-exported here for the rest of the code.
+# Defined in defaults.py and formats.py (imported without numpy/cv2); re-exported here for the rest of the code.
 from .defaults import DEFAULT_MAX_PIXELS, DEFAULT_PNG_COMPRESSION, DEFAULT_QUALITY
+from .formats import EXTENSIONS, FORMATS, check_regular_file, check_regular_mode
 from .fsutil import atomic_path
 from .png import encode_png
-
-# Format name (Pillow's) → the extension written by default.
-FORMATS: dict[str, str] = {"PNG": ".png", "JPEG": ".jpg", "WEBP": ".webp", "TIFF": ".tif", "BMP": ".bmp"}
-EXTENSIONS: dict[str, str] = {
-    ".png": "PNG", ".jpg": "JPEG", ".jpeg": "JPEG", ".webp": "WEBP",
-    ".tif": "TIFF", ".tiff": "TIFF", ".bmp": "BMP",
-}
 
 _SUPPORTED = "PNG, JPEG, WebP, TIFF or BMP"
 _NAMES = {"PNG": "PNG", "JPEG": "JPEG", "WEBP": "WebP", "TIFF": "TIFF", "BMP": "BMP"}  # for messages
@@ -107,35 +100,10 @@ def read_image(path: str | os.PathLike, *, max_pixels: int = DEFAULT_MAX_PIXELS)
         raise InputError(f"{path}: cannot read ({e.strerror or e})") from None
     with os.fdopen(fd, "rb") as f:
         st = os.fstat(f.fileno())
-        _check_regular(path, st.st_mode)
+        check_regular_mode(path, st.st_mode)
         if st.st_size == 0:
             raise InputError(f"{path}: empty file; expected a {_SUPPORTED} image")
         return _decode(f, str(path), max_pixels)
-
-
-def check_regular_file(path: str | os.PathLike) -> None:
-    """InputError (one line naming what it is) unless ``path`` is a regular file; nothing is opened, so a FIFO
-    cannot block. For callers that list inputs before reading them."""
-    try:
-        mode = os.stat(path).st_mode
-    except FileNotFoundError:
-        if os.path.islink(path):
-            raise InputError(f"{path}: broken symbolic link (to {os.readlink(path)}); nothing to read") from None
-        raise InputError(f"{path}: no such file") from None
-    except OSError as e:
-        raise InputError(f"{path}: cannot read ({e.strerror or e})") from None
-    _check_regular(Path(path), mode)
-
-
-def _check_regular(path: Path, mode: int) -> None:
-    """InputError unless ``mode`` is a regular file's (a folder, FIFO, device or socket is not an image file)."""
-    if stat.S_ISREG(mode):
-        return
-    if stat.S_ISDIR(mode):
-        raise InputError(f"{path}: is a folder, not an image file")
-    kind = ("a FIFO" if stat.S_ISFIFO(mode) else "a character device" if stat.S_ISCHR(mode)
-            else "a block device" if stat.S_ISBLK(mode) else "a socket" if stat.S_ISSOCK(mode) else "a special file")
-    raise InputError(f"{path}: not a regular file ({kind}); give an image file")
 
 
 def decode_image(data: bytes, *, name: str = "<bytes>", max_pixels: int = DEFAULT_MAX_PIXELS) -> Picture:
