@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 import typer
+from importprofile import imported_packages
 
 from nalasr import errors
 from nalasr.cli import app, run
@@ -83,9 +84,9 @@ def _imported_by(env_extra: dict[str, str], argv: list[str]) -> set[str]:
                          env={**os.environ, "PYTHONPROFILEIMPORTTIME": "1", **env_extra})
     assert res.returncode == 0, res.stderr[-2000:]
     assert "Usage" in res.stdout
-    names = re.findall(r"^import time:\s+\d+\s+\|\s+\d+\s+\|\s*(\S+)\s*$", res.stderr, flags=re.M)
+    names = imported_packages(res.stderr)
     assert names, res.stderr[-2000:]  # the import profile was written
-    return {n.split(".")[0] for n in names}
+    return names
 
 
 @pytest.mark.parametrize("entry", ["python -m nalasr", "nalasr"])

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import signal
 import socket
 import subprocess
@@ -16,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from importprofile import imported_packages
 from PIL import Image
 
 from nalasr.inference.jobs import BatchReport, ItemResult
@@ -90,8 +90,7 @@ def test_served_command_imports_no_decoder_or_torch(worker, env, tmp_path):
                   {**env, "PYTHONPROFILEIMPORTTIME": "1"}, tmp_path)
     assert run.returncode == 0, run.stderr[-2000:]
     assert json.loads(run.stdout)["process"] == f"worker pid {worker['pid']}"
-    names = {n.split(".")[0] for n in re.findall(r"^import time:\s+\d+\s+\|\s+\d+\s+\|\s*(\S+)\s*$", run.stderr,
-                                                 flags=re.M)}
+    names = imported_packages(run.stderr)
     assert "nalasr" in names and "typer" in names, sorted(names)  # the import profile was written
     assert not names & {"numpy", "cv2", "PIL", "torch"}, sorted(names & {"numpy", "cv2", "PIL", "torch"})
 
