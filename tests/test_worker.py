@@ -81,7 +81,7 @@ def test_served_job_writes_the_same_files_and_report(worker, env, tmp_path):
     assert _status(env, tmp_path)["images"] == 3
 
 
-def test_served_command_imports_no_decoder_or_torch(worker, env, tmp_path):
+def test_served_command_imports_no_decoder_torch_or_pydantic(worker, env, tmp_path):
     """A command the worker serves lists its inputs and prints the report without numpy, OpenCV, Pillow, torch or
     pydantic: the decoders were a third of a served command's own time (0.50 -> 0.35 s on a 2-core CPU) and
     typer 0.29's pydantic adapters 30% of what was left (0.27 -> 0.19 s; benchmarks/results/cli_startup.md)."""
