@@ -13,9 +13,9 @@ row is what a command costs beside the worker's job (its in-job ``wall_s`` is a 
 
 The results file keeps one section per --label (a new run with the same label replaces its section), so a
 "before" and an "after" run sit side by side. Every child process gets this script's checkout first on
-PYTHONPATH, so a copy of an older commit with this script in its benchmarks/ measures that commit with the same
-interpreter and packages ("before": ``git archive HEAD | tar -x -C /tmp/before``, copy this script in, run it
-there with ``--out`` pointing back here).
+PYTHONPATH, so a copy of an older commit with this script (and resident_worker.py) in its benchmarks/ measures
+that commit with the same interpreter and packages ("before": ``git archive HEAD | tar -x -C /tmp/before``, copy
+the two files in, run it there with ``--out`` pointing back here).
 """
 
 from __future__ import annotations
@@ -32,6 +32,8 @@ import tempfile
 import time
 from importlib import metadata
 from pathlib import Path
+
+from resident_worker import resident_worker
 
 ROOT = Path(__file__).resolve().parent.parent
 HEAVY = ("torch", "numpy", "cv2", "PIL")
@@ -69,17 +71,11 @@ def cases(python: str, script: str, commands: list[str], served: list[str]) -> l
     return out
 
 
-def start_worker(work: Path) -> list[str]:
-    """A CPU worker (x2, small) in ``work``/rt, which ENV now points XDG_RUNTIME_DIR at, and the argv of one
-    upscale it serves."""
+def served_job(work: Path) -> list[str]:
+    """The argv of one upscale (a 32x24 PNG written into ``work``, x2, small) for the worker to serve."""
     from PIL import Image  # here only: the children are what is measured
 
     Image.new("RGB", (32, 24), (40, 120, 200)).save(work / "in.png")
-    runtime = work / "rt"
-    runtime.mkdir(mode=0o700)
-    ENV["XDG_RUNTIME_DIR"] = str(runtime)
-    subprocess.run([sys.executable, "-m", "nalasr", "worker", "start", "--device", "cpu", "--scale", "2",
-                    "--variant", "small"], cwd=ROOT, env=ENV, check=True, stdout=subprocess.DEVNULL)
     return ["upscale", str(work / "in.png"), "--scale", "2", "--variant", "small", "--device", "cpu",
             "-o", str(work / "out.png"), "--overwrite", "--json"]
 
@@ -164,14 +160,14 @@ def main() -> None:
     desc = machine()
     print(desc, flush=True)
     work = Path(tempfile.mkdtemp(prefix="nalasr_startup_"))
-    served = start_worker(work)
+    served = served_job(work)
+    # every case runs with ENV; pointing it at a private runtime folder keeps the worker to this benchmark
+    (work / "rt").mkdir(mode=0o700)
+    ENV["XDG_RUNTIME_DIR"] = str(work / "rt")
     rows = []
-    try:
+    with resident_worker(["--device", "cpu", "--scale", "2", "--variant", "small"], cwd=ROOT, env=ENV):
         measured = [(label, time_case(argv, args.runs), heavy_modules(probe))
                     for label, argv, probe in cases(sys.executable, script, commands, served)]
-    finally:
-        subprocess.run([sys.executable, "-m", "nalasr", "worker", "stop"], cwd=ROOT, env=ENV, check=False,
-                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     for label, times, heavy in measured:
         med = statistics.median(times)
         rows.append(f"| {label} | **{med:.3f}** ({min(times):.3f}-{max(times):.3f}) | {heavy} |")

@@ -21,6 +21,7 @@ Each tree gets its own XDG_RUNTIME_DIR, so only the trees named by --worker find
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import platform
@@ -33,6 +34,7 @@ from pathlib import Path
 
 import numpy as np
 from PIL import Image
+from resident_worker import resident_worker
 
 
 def pack_photos(src: Path, dst: Path, count: int = 17) -> None:
@@ -125,6 +127,36 @@ def compare(a: Path, b: Path) -> dict:
     return {"files": len(names), "bytes_identical": same_bytes, "max_pixel_diff": max_diff}
 
 
+def measure(opts: argparse.Namespace, trees: list[tuple[str, Path]], envs: dict[str, dict[str, str]],
+            inputs: dict[str, Path], work: Path) -> dict:
+    """Every job of every tree, --repeats times, after one warm-up each; then the PNG comparison of the trees."""
+    for name, tree in trees:  # warm-up: the caches of a machine that has run nalasr before
+        run_job(tree, [str(inputs["one"]), "-o", str(work / f"warm_{name}.png"), "--scale", str(opts.scale),
+                       "--device", opts.device, "--overwrite"], envs[name])
+    rows: dict[tuple[str, str], dict] = {}
+    for rep in range(opts.repeats):
+        for name, tree in trees:
+            target = work / f"run{rep}"
+            for label, args, n in jobs(inputs, target, name, opts.scale, opts.device):
+                wall, report, err = run_job(tree, args, envs[name])
+                row = rows.setdefault((label, name), {"wall_s": [], "images": n, "error": "", "report": None})
+                row["wall_s"].append(round(wall, 3))
+                row["error"] = row["error"] or err
+                if report is not None and (row["report"] is None or wall <= min(row["wall_s"])):
+                    row["report"] = {k: report.get(k) for k in ("wall_s", "images_per_s", "stages_ms", "device")}
+    result = {"machine": _machine(opts.device), "command": "python " + shlex.join(sys.argv), "rows": [
+        {"job": label, "tree": name, **row} for (label, name), row in rows.items()]}
+    if len(trees) > 1:  # the first tree's PNGs against each other tree's, written with --extra (same zlib level)
+        first = trees[0][0]
+        result["png_vs_" + first] = {}
+        for name, tree in trees[1:]:
+            same = work / "identity" / name
+            run_job(tree, [str(inputs["folder"]), "-o", str(same), "--scale", str(opts.scale), "--device", opts.device,
+                           *opts.extra.split()], envs[name])
+            result["png_vs_" + first][name] = {"extra": opts.extra, **compare(work / "run0" / first / "png", same)}
+    return result
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--photos", type=Path, required=True, help="folder of photographs to make the inputs from")
@@ -152,40 +184,14 @@ def main() -> None:
                          None if opts.big == "none" else wh(opts.big))
     envs = {name: tree_env(tree, work / f"rt_{name}") for name, tree in trees}
     workers = {}
-    for name, tree in trees:
-        if name in opts.worker:
-            t0 = time.perf_counter()
-            subprocess.run([sys.executable, "-m", "nalasr", "worker", "start", "--device", opts.device, "--scale",
-                            str(opts.scale)], cwd=tree, env=envs[name], check=True)
-            workers[name] = round(time.perf_counter() - t0, 3)
-    for name, tree in trees:  # warm-up: the caches of a machine that has run nalasr before
-        run_job(tree, [str(inputs["one"]), "-o", str(work / f"warm_{name}.png"), "--scale", str(opts.scale),
-                       "--device", opts.device, "--overwrite"], envs[name])
-    rows: dict[tuple[str, str], dict] = {}
-    for rep in range(opts.repeats):
+    with contextlib.ExitStack() as resident:  # each worker stopped after the jobs, also when one fails
         for name, tree in trees:
-            target = work / f"run{rep}"
-            for label, args, n in jobs(inputs, target, name, opts.scale, opts.device):
-                wall, report, err = run_job(tree, args, envs[name])
-                row = rows.setdefault((label, name), {"wall_s": [], "images": n, "error": "", "report": None})
-                row["wall_s"].append(round(wall, 3))
-                row["error"] = row["error"] or err
-                if report is not None and (row["report"] is None or wall <= min(row["wall_s"])):
-                    row["report"] = {k: report.get(k) for k in ("wall_s", "images_per_s", "stages_ms", "device")}
-    result = {"machine": _machine(opts.device), "command": "python " + shlex.join(sys.argv),
-              "worker_start_s": workers, "rows": [
-        {"job": label, "tree": name, **row} for (label, name), row in rows.items()]}
-    if len(trees) > 1:  # the first tree's PNGs against each other tree's, written with --extra (same zlib level)
-        first = trees[0][0]
-        result["png_vs_" + first] = {}
-        for name, tree in trees[1:]:
-            same = work / "identity" / name
-            run_job(tree, [str(inputs["folder"]), "-o", str(same), "--scale", str(opts.scale), "--device", opts.device,
-                           *opts.extra.split()], envs[name])
-            result["png_vs_" + first][name] = {"extra": opts.extra, **compare(work / "run0" / first / "png", same)}
-    for name, tree in trees:
-        if name in workers:
-            subprocess.run([sys.executable, "-m", "nalasr", "worker", "stop"], cwd=tree, env=envs[name])
+            if name in opts.worker:
+                t0 = time.perf_counter()
+                resident.enter_context(resident_worker(["--device", opts.device, "--scale", str(opts.scale)],
+                                                       cwd=tree, env=envs[name]))
+                workers[name] = round(time.perf_counter() - t0, 3)
+        result = {**measure(opts, trees, envs, inputs, work), "worker_start_s": workers}
     (opts.out / "e2e_upscale.json").write_text(json.dumps(result, indent=1))
     (opts.out / "e2e_upscale.md").write_text(markdown(result))
     print(markdown(result))
