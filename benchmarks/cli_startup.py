@@ -33,7 +33,7 @@ import time
 from importlib import metadata
 from pathlib import Path
 
-from resident_worker import resident_worker
+from resident_worker import private_runtime, resident_worker
 
 ROOT = Path(__file__).resolve().parent.parent
 HEAVY = ("torch", "numpy", "cv2", "PIL")
@@ -162,8 +162,7 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="nalasr_startup_"))
     served = served_job(work)
     # every case runs with ENV; pointing it at a private runtime folder keeps the worker to this benchmark
-    (work / "rt").mkdir(mode=0o700)
-    ENV["XDG_RUNTIME_DIR"] = str(work / "rt")
+    ENV.update(private_runtime(work / "rt"))
     rows = []
     with resident_worker(["--device", "cpu", "--scale", "2", "--variant", "small"], cwd=ROOT, env=ENV):
         measured = [(label, time_case(argv, args.runs), heavy_modules(probe))

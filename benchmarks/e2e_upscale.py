@@ -34,7 +34,7 @@ from pathlib import Path
 
 import numpy as np
 from PIL import Image
-from resident_worker import resident_worker
+from resident_worker import private_runtime, resident_worker
 
 
 def pack_photos(src: Path, dst: Path, count: int = 17) -> None:
@@ -79,9 +79,8 @@ WEIGHTS = Path("weights").resolve()  # every tree runs the same shipped weights 
 
 
 def tree_env(tree: Path, runtime: Path) -> dict[str, str]:
-    runtime.mkdir(mode=0o700, parents=True, exist_ok=True)
     return dict(os.environ, PYTHONPATH=f"{tree}{os.pathsep}{tree / 'kernels'}", NALASR_WEIGHTS=str(WEIGHTS),
-                XDG_RUNTIME_DIR=str(runtime))
+                **private_runtime(runtime))
 
 
 def run_job(tree: Path, args: list[str], env: dict[str, str]) -> tuple[float, dict | None, str]:
