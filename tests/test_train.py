@@ -175,6 +175,7 @@ def test_fit_schedule_leaves_validation_time_out_of_the_speed(tmp_path, tiny_dat
     trainer._fit_schedule(t_start=0.0, t_fit=110.0, paused=11.0)
     left = 600 - 130
     assert trainer.cfg.steps == 200 + int(0.97 * 20.0 * left)
+    assert tomllib.loads((tmp_path / "run" / "config.toml").read_text())["steps"] == trainer.cfg.steps
 
 
 def test_cuda_graphs_flag_is_a_no_op_off_cuda(tmp_path, tiny_data):

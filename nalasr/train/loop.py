@@ -274,7 +274,7 @@ class Trainer:
         cfg = self.cfg
         if self.dist.main:
             self.out.mkdir(parents=True, exist_ok=True)
-            atomic_write_bytes(self.out / "config.toml", to_toml(cfg.to_dict()).encode())
+            self._write_config()
         writer = _tensorboard(self.out) if self.dist.main else None
         params = [p for p in self.model.parameters()]
         ema_params = [p for p in self.ema.parameters()] if self.ema else []
@@ -396,7 +396,12 @@ class Trainer:
         if self.dist.world > 1:  # rank 0's measurement for all: every process must stop at the same step
             dist.broadcast(steps, src=0)
         self.cfg.steps = int(steps.item())
+        if self.dist.main:  # the run folder's config.toml states the schedule the run follows, not the one it was given
+            self._write_config()
         self.log(f"schedule fitted to the time budget: {rate:.1f} it/s, ending at step {self.cfg.steps}")
+
+    def _write_config(self) -> None:
+        atomic_write_bytes(self.out / "config.toml", to_toml(self.cfg.to_dict()).encode())
 
     def _should_stop(self, t_start: float) -> bool:
         if not self.cfg.max_minutes or self.step % 10:
