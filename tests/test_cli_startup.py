@@ -24,7 +24,7 @@ import typer
 from importprofile import imported_packages
 
 from nalasr import errors
-from nalasr.cli import app, run
+from nalasr.cli import COMMANDS as COMMAND_MODULES, app, load_commands, run
 
 ROOT = Path(__file__).resolve().parent.parent
 HEAVY = ("torch", "numpy")
@@ -37,6 +37,7 @@ def _python(*args: str, timeout: float = 120, **kw) -> subprocess.CompletedProce
 
 def _command_paths() -> list[tuple[str, ...]]:
     """Every command and sub-command of the app, as argv prefixes (() is the top level)."""
+    load_commands()  # every module's commands, as the top-level help registers them
     found: list[tuple[str, ...]] = [()]
 
     def walk(cmd, prefix: tuple[str, ...]) -> None:
@@ -59,8 +60,45 @@ _PROBE = textwrap.dedent("""
 """)
 
 
+def _probe(*argv: str) -> dict:
+    res = _python("-c", _PROBE, *argv)
+    assert res.returncode == 0, res.stderr
+    return {**json.loads(res.stdout.strip().splitlines()[-1]), "stdout": res.stdout, "stderr": res.stderr}
+
+
+def _command_modules(modules: list[str]) -> set[str]:
+    return {m.rsplit(".", 1)[1] for m in modules if m.rsplit(".", 1)[0] == "nalasr.cli"} & set(COMMAND_MODULES)
+
+
 def _heavy(modules: list[str]) -> list[str]:
     return sorted({m for m in modules if m.split(".")[0] in HEAVY})
+
+
+@pytest.mark.parametrize("argv", [("upscale", "--help"), ("eval", "--help"), ("datasets", "list", "--help"),
+                                  ("worker", "status", "--help")], ids=" ".join)
+def test_a_command_imports_only_its_own_module(argv):
+    """Typer builds the options of every registered command on each call: a command registers its own module only."""
+    r = _probe(*argv)
+    assert r["code"] == 0 and "Usage" in r["stdout"]
+    own = [m for m, names in COMMAND_MODULES.items() if argv[0] in names]
+    assert _command_modules(r["modules"]) == set(own), r["modules"]
+
+
+@pytest.mark.parametrize("argv", [("--help",), ()], ids=["--help", "no arguments"])
+def test_the_top_level_help_lists_every_command(argv):
+    r = _probe(*argv)
+    assert _command_modules(r["modules"]) == set(COMMAND_MODULES)
+    listed = r["stdout"] + r["stderr"]
+    for names in COMMAND_MODULES.values():
+        for name in names:
+            assert re.search(rf"\b{name}\b", listed), (name, listed)
+
+
+def test_an_unknown_command_is_a_usage_error_that_names_it():
+    r = _probe("upscal", "photo.png")
+    assert r["code"] == 2
+    assert "'upscale'" in r["stderr"]  # Click's suggestion, from the full list
+    assert _command_modules(r["modules"]) == set(COMMAND_MODULES)
 
 
 def test_every_command_is_probed():

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import signal
-import sys
 from collections.abc import Iterator
 
 import typer
@@ -114,7 +113,3 @@ def run(argv: list[str] | None = None) -> int:
         except KeyboardInterrupt as e:  # from the command, or while an error above was being reported
             return _stopped(e)
     return 0
-
-
-def main() -> None:
-    sys.exit(run())
