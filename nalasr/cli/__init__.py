@@ -14,8 +14,8 @@ import sys
 from collections.abc import Sequence
 from importlib import import_module
 
-from . import app as _app
 from .app import app
+from .app import run as _run
 
 COMMANDS: dict[str, tuple[str, ...]] = {  # module -> the top-level commands it registers, in help order
     "info": ("models",), "upscale": ("upscale",), "evaluate": ("eval", "datasets"), "train": ("train",),
@@ -36,7 +36,7 @@ def run(argv: Sequence[str] | None = None) -> int:
     """The CLI on ``argv`` (default: this process's arguments): the exit code, as :func:`nalasr.cli.app.run`."""
     args = list(sys.argv[1:] if argv is None else argv)
     load_commands(args)
-    return _app.run(args)
+    return _run(args)
 
 
 def main() -> None:
